@@ -1,0 +1,46 @@
+# Gantry — build, run and test. See README.md.
+GO       ?= go
+ARCH     ?=
+FUZZTIME ?= 30s
+PKGS     := ./...
+
+GOARCH_arm64 := arm64
+GOARCH_armv7 := arm
+GOARCH_amd64 := amd64
+
+.PHONY: build run test lint fuzz bench clean
+
+build:
+ifeq ($(ARCH),)
+	$(GO) build -o bin/gantry ./appliance/cmd/gantry
+else
+	@test -n "$(GOARCH_$(ARCH))" || { echo "ARCH=$(ARCH): want arm64, armv7 or amd64"; exit 2; }
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH_$(ARCH)) GOARM=$(if $(filter armv7,$(ARCH)),7,) \
+		$(GO) build -trimpath -ldflags "-s -w" -o bin/gantry-$(ARCH) ./appliance/cmd/gantry
+endif
+
+# One node on the embedded development defaults: data in ./data,
+# anonymous clients allowed from loopback only.
+run: build
+	./bin/gantry -dev
+
+test: build
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Short runs of every fuzz target (FUZZTIME each).
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+		for t in $$($(GO) test -list 'Fuzz.*' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$t"; $(GO) test -run=NONE -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+bench:
+	$(GO) test -run=NONE -bench=. -benchmem ./broker/...
+
+clean:
+	rm -rf bin

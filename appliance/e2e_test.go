@@ -1,0 +1,170 @@
+package appliance_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gantry/appliance"
+	"gantry/appliance/config"
+)
+
+// loopbackIP returns a random address in 127.0.0.0/8 so that nodes of
+// parallel tests can use the default ports side by side.
+func loopbackIP() string {
+	return fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(250), rand.IntN(250), 1+rand.IntN(250))
+}
+
+func startNode(t *testing.T, env map[string]string) (*appliance.Node, string) {
+	t.Helper()
+	ip := loopbackIP()
+	vars := map[string]string{
+		"COREFLUX_MQTT_BIND_IP":         ip,
+		"COREFLUX_DATA_DIR":             t.TempDir(),
+		"COREFLUX_MQTT_ALLOW_ANONYMOUS": "true",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := config.Load("", func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := appliance.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n.Shutdown(ctx)
+	})
+	return n, ip
+}
+
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not installed; .ci/run installs mosquitto-clients", name)
+		}
+		t.Skipf("%s not installed (apt-get install mosquitto-clients)", name)
+	}
+	return p
+}
+
+// TestMosquittoClients runs Debian's mosquitto_sub and mosquitto_pub
+// against a node: QoS 0, 1 and 2, MQTT 3.1.1 and 5, and a retained message.
+func TestMosquittoClients(t *testing.T) {
+	sub := needTool(t, "mosquitto_sub")
+	pub := needTool(t, "mosquitto_pub")
+	_, ip := startNode(t, nil)
+
+	run := func(args ...string) {
+		t.Helper()
+		out, err := exec.Command(pub, append([]string{"-h", ip}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("mosquitto_pub %v: %v\n%s", args, err, out)
+		}
+	}
+	run("-t", "plant/line1/temp", "-m", "retained-21.5", "-r", "-q", "1")
+
+	for _, v := range []string{"mqttv311", "mqttv5"} {
+		t.Run(v, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, sub, "-h", ip, "-V", v, "-t", "plant/#", "-v", "-q", "2", "-C", "4")
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			lines := bufio.NewScanner(stdout)
+			if !lines.Scan() || lines.Text() != "plant/line1/temp retained-21.5" {
+				t.Fatalf("first line %q, want the retained message", lines.Text())
+			}
+			// The subscription exists once the retained message arrived.
+			for q := 0; q <= 2; q++ {
+				run("-V", v, "-t", "plant/line2/state", "-m", fmt.Sprintf("qos%d", q), "-q", fmt.Sprint(q))
+			}
+			var got []string
+			for lines.Scan() {
+				got = append(got, lines.Text())
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("mosquitto_sub: %v (got %q)", err, got)
+			}
+			want := []string{"plant/line2/state qos0", "plant/line2/state qos1", "plant/line2/state qos2"}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestBinarySignals runs the real binary: it serves mosquitto clients on
+// the address from the environment and exits 0 on SIGTERM.
+func TestBinarySignals(t *testing.T) {
+	sub := needTool(t, "mosquitto_sub")
+	pub := needTool(t, "mosquitto_pub")
+	bin := filepath.Join(t.TempDir(), "gantry")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/gantry").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ip := loopbackIP()
+	cmd := exec.Command(bin, "-dev")
+	cmd.Env = append(os.Environ(), "COREFLUX_MQTT_BIND_IP="+ip, "COREFLUX_DATA_DIR="+t.TempDir())
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitListening(t, stderr, 3) // mqtt, websocket, ops
+	if out, err := exec.Command(pub, "-h", ip, "-t", "dev/hello", "-m", "world", "-r").CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_pub: %v %s", err, out)
+	}
+	out, err := exec.Command(sub, "-h", ip, "-t", "dev/#", "-v", "-W", "5", "-C", "1").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "dev/hello world" {
+		t.Fatalf("mosquitto_sub against the binary: %v %q", err, out)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGINT: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10 s after SIGINT")
+	}
+}
+
+// waitListening reads the node's log until the listeners are up.
+func waitListening(t *testing.T, r io.Reader, want int) {
+	t.Helper()
+	lines := bufio.NewScanner(r)
+	n := 0
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), "msg=listening") {
+			n++
+		}
+		if n == want {
+			go io.Copy(io.Discard, r)
+			return
+		}
+	}
+	t.Fatal("node exited before listening")
+}

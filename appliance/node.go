@@ -1,0 +1,180 @@
+package appliance
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"gantry/appliance/config"
+	"gantry/broker"
+)
+
+// Version is the build's version, set with -ldflags at release time.
+var Version = "dev"
+
+// Node is one running Gantry node.
+type Node struct {
+	cfg     config.Config
+	log     *slog.Logger
+	started time.Time
+
+	Broker *broker.Server
+
+	mu        sync.Mutex // guards listeners
+	listeners map[string]net.Listener
+	https     []*http.Server
+	wg        sync.WaitGroup
+}
+
+// New builds a node from a validated configuration.
+func New(cfg config.Config, log *slog.Logger) (*Node, error) {
+	b, err := broker.New(brokerOptions(&cfg, log))
+	if err != nil {
+		return nil, err
+	}
+	return &Node{cfg: cfg, log: log, Broker: b, listeners: make(map[string]net.Listener)}, nil
+}
+
+func brokerOptions(cfg *config.Config, log *slog.Logger) broker.Options {
+	m := &cfg.Mqtt
+	o := broker.DefaultOptions()
+	o.MaxPacketSize = uint32(m.MaxPacketSize)
+	o.ReceiveMaximum = uint16(m.ReceiveMaximum)
+	o.MaxInflight = uint16(m.MaxInflight)
+	o.MaxQueuedMessages = m.MaxQueuedMessages
+	if m.MaxSessionExpirySeconds != 0 {
+		o.MaxSessionExpiry = m.MaxSessionExpirySeconds
+	}
+	o.TopicAliasMaximum = uint16(m.TopicAliasMaximum)
+	o.MaxKeepAlive = uint16(m.MaxKeepAliveSeconds)
+	o.MaxConnections = m.MaxConnections
+	o.MaxSubscriptionsPerClient = m.MaxSubscriptionsPerClient
+	o.ConnectTimeout = time.Duration(m.ConnectTimeoutSeconds) * time.Second
+	o.RetainDisabled = !m.RetainAvailable
+	o.Logger = log
+	return o
+}
+
+// Start binds every configured listener, then serves them. A port that
+// cannot be bound stops start-up with an error naming it.
+func (n *Node) Start() error {
+	n.started = time.Now()
+	m := &n.cfg.Mqtt
+	lc := broker.ListenerConfig{AllowAnonymous: m.AllowAnonymous, AnonymousLoopbackOnly: m.AnonymousLoopbackOnly}
+	if m.Port != 0 {
+		l, err := n.listen("mqtt", m.BindIP, m.Port)
+		if err != nil {
+			return err
+		}
+		lc.Name = "tcp"
+		n.serveMQTT(l, lc)
+	}
+	if m.CertFile != "" && m.TlsPort != 0 {
+		if err := n.startTLS(lc); err != nil {
+			return err
+		}
+	}
+	if m.WebSocketPort != 0 {
+		l, err := n.listen("websocket", m.BindIP, m.WebSocketPort)
+		if err != nil {
+			return err
+		}
+		lc.Name = "ws"
+		mux := http.NewServeMux()
+		mux.Handle("/mqtt", n.Broker.WebSocketHandler(lc))
+		n.serveHTTP(l, mux)
+	}
+	if n.cfg.Ops.Port != 0 {
+		l, err := n.listen("ops", n.cfg.Ops.BindIP, n.cfg.Ops.Port)
+		if err != nil {
+			return err
+		}
+		n.serveHTTP(l, n.opsHandler())
+	}
+	return nil
+}
+
+func (n *Node) startTLS(lc broker.ListenerConfig) error {
+	m := &n.cfg.Mqtt
+	cert, err := tls.LoadX509KeyPair(m.CertFile, m.KeyFile)
+	if err != nil {
+		return fmt.Errorf("tls: Mqtt.CertFile %q, Mqtt.KeyFile %q: %w", m.CertFile, m.KeyFile, err)
+	}
+	l, err := n.listen("mqtt-tls", m.BindIP, m.TlsPort)
+	if err != nil {
+		return err
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	lc.Name = "tls"
+	n.serveMQTT(tls.NewListener(l, tc), lc)
+	return nil
+}
+
+func (n *Node) listen(name, ip string, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s on %s: %w", name, addr, err)
+	}
+	n.mu.Lock()
+	n.listeners[name] = l
+	n.mu.Unlock()
+	n.log.Info("listening", "component", "appliance", "listener", name, "addr", l.Addr().String())
+	return l, nil
+}
+
+func (n *Node) serveMQTT(l net.Listener, lc broker.ListenerConfig) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.Broker.Serve(l, lc); err != nil && !errors.Is(err, broker.ErrServerClosed) {
+			n.log.Error("listener failed", "component", "appliance", "listener", lc.Name, "err", err)
+		}
+	}()
+}
+
+func (n *Node) serveHTTP(l net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	n.mu.Lock()
+	n.https = append(n.https, srv)
+	n.mu.Unlock()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server failed", "component", "appliance", "addr", l.Addr().String(), "err", err)
+		}
+	}()
+}
+
+// Addr returns the bound address of a listener ("mqtt", "mqtt-tls",
+// "websocket", "ops"), or nil.
+func (n *Node) Addr(name string) net.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l := n.listeners[name]; l != nil {
+		return l.Addr()
+	}
+	return nil
+}
+
+// Shutdown stops the HTTP servers and the broker (MQTT 5 clients receive
+// DISCONNECT 0x8B), bounded by ctx.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.mu.Lock()
+	https := n.https
+	n.mu.Unlock()
+	for _, s := range https {
+		s.Shutdown(ctx)
+	}
+	err := n.Broker.Shutdown(ctx)
+	n.wg.Wait()
+	return err
+}

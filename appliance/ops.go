@@ -1,0 +1,57 @@
+package appliance
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// opsHandler serves the operations endpoints.
+func (n *Node) opsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	mux.HandleFunc("GET /info", n.serveInfo)
+	return mux
+}
+
+// info is the body of GET /info.
+type info struct {
+	Version       string            `json:"version"`
+	NodeName      string            `json:"nodeName"`
+	UptimeSeconds int64             `json:"uptimeSeconds"`
+	Listeners     map[string]string `json:"listeners"`
+	Connections   int64             `json:"connections"`
+	Sessions      int               `json:"sessions"`
+	Subscriptions int               `json:"subscriptions"`
+	Retained      int               `json:"retained"`
+	MessagesIn    uint64            `json:"messagesIn"`
+	MessagesOut   uint64            `json:"messagesOut"`
+}
+
+func (n *Node) serveInfo(w http.ResponseWriter, r *http.Request) {
+	st := n.Broker.Stats()
+	in := info{
+		Version:       Version,
+		NodeName:      n.cfg.Cluster.NodeName,
+		UptimeSeconds: int64(time.Since(n.started) / time.Second),
+		Listeners:     map[string]string{},
+		Connections:   st.Connections.Load(),
+		Sessions:      n.Broker.SessionCount(),
+		Subscriptions: n.Broker.SubscriptionCount(),
+		Retained:      n.Broker.RetainedCount(),
+		MessagesIn:    st.MessagesIn.Load(),
+		MessagesOut:   st.MessagesOut.Load(),
+	}
+	n.mu.Lock()
+	for name, l := range n.listeners {
+		in.Listeners[name] = l.Addr().String()
+	}
+	n.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(in)
+}

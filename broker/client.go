@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"gantry/broker/packet"
+	"gantry/broker/topic"
+)
+
+// ErrClientClosed is returned by a closed in-process Client.
+var ErrClientClosed = errors.New("broker: in-process client closed")
+
+// Client publishes and subscribes from Go, without a socket: LoT and the
+// device connectors use it. Messages it publishes carry its Origin.
+// Matching messages are handed to the handler, one at a time, on a
+// goroutine of the client's own, in the order they were routed.
+type Client struct {
+	srv     *Server
+	sess    *session
+	info    ConnInfo
+	origin  Origin
+	handler func(m *Message)
+
+	wakeCh chan struct{}
+	stop   chan struct{}
+	once   sync.Once
+}
+
+// NewClient registers an in-process client with identifier id (which must
+// not be used by a network client) and starts its delivery goroutine.
+// handler may be nil for a client that only publishes.
+func (s *Server) NewClient(id string, origin Origin, handler func(m *Message)) *Client {
+	c := &Client{
+		srv:     s,
+		info:    ConnInfo{ClientID: id, Listener: "inproc"},
+		origin:  origin,
+		handler: handler,
+		wakeCh:  make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	sess := newSession(s, id)
+	sess.inproc = c
+	sess.expiry = 0xFFFFFFFF
+	c.sess = sess
+	s.mu.Lock()
+	if old := s.sessions[id]; old != nil {
+		s.discardLocked(old)
+	}
+	s.sessions[id] = sess
+	s.mu.Unlock()
+	s.goTracked(c.run)
+	return c
+}
+
+func (c *Client) wake() {
+	select {
+	case c.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Client) run() {
+	var batch [64]outgoing
+	for {
+		select {
+		case <-c.wakeCh:
+		case <-c.stop:
+			return
+		case <-c.srv.ctx.Done():
+			return
+		}
+		for {
+			c.sess.mu.Lock()
+			out := c.sess.take(batch[:0], 1<<30, time.Now().UnixNano())
+			for i := range out {
+				if out[i].qos > 0 {
+					delete(c.sess.inflight, out[i].pid) // delivered in process: complete at once
+					c.srv.stats.InflightOut.Add(-1)
+				}
+			}
+			c.sess.mu.Unlock()
+			if len(out) == 0 {
+				break
+			}
+			for i := range out {
+				if c.handler != nil {
+					c.handler(out[i].msg.withRetain(out[i].retain))
+				}
+			}
+			clear(out)
+		}
+	}
+}
+
+// Subscribe adds a subscription; retained messages are delivered as for a
+// network client.
+func (c *Client) Subscribe(filter string, qos byte) error {
+	if c.closed() {
+		return ErrClientClosed
+	}
+	sub := packet.Subscription{Filter: filter, Options: packet.SubOptions{QoS: qos}}
+	rc, want, err := c.srv.subscribe(c.sess, &c.info, sub, 0)
+	if err != nil {
+		return err
+	}
+	if rc.IsError() {
+		return rc
+	}
+	if want {
+		c.srv.sendRetained(c.sess, retainedRequest{filter: filter, qos: qos})
+	}
+	return nil
+}
+
+// Unsubscribe removes a subscription.
+func (c *Client) Unsubscribe(filter string) error {
+	if rc := c.srv.unsubscribe(c.sess, &c.info, filter); rc.IsError() {
+		return rc
+	}
+	return nil
+}
+
+// Publish routes a message through the publish pipeline.
+func (c *Client) Publish(tp string, payload []byte, qos byte, retain bool) error {
+	if qos > 2 {
+		return packet.QoSNotSupported
+	}
+	if err := topic.ValidateName(tp); err != nil {
+		return err
+	}
+	return c.PublishMessage(&Message{Topic: tp, Payload: payload, QoS: qos, Retain: retain})
+}
+
+// PublishMessage routes m, stamped with this client's origin and identity.
+// m must not be changed afterwards.
+func (c *Client) PublishMessage(m *Message) error {
+	if c.closed() {
+		return ErrClientClosed
+	}
+	m.Origin = c.origin
+	m.ClientID = c.info.ClientID
+	return c.srv.PublishMessage(m)
+}
+
+func (c *Client) closed() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close removes the client and its subscriptions.
+func (c *Client) Close() {
+	c.once.Do(func() {
+		close(c.stop)
+		c.srv.mu.Lock()
+		c.srv.discardLocked(c.sess)
+		c.srv.mu.Unlock()
+	})
+}

@@ -1,0 +1,40 @@
+// Package broker is Gantry's MQTT 3.1, 3.1.1 and 5.0 server: connections,
+// sessions, the subscription tree, retained messages, wills, flow control
+// and the in-process client. It knows nothing of the cluster, LoT or the
+// device drivers; they plug in through the small interfaces of hooks.go
+// (Authenticator, Authorizer, PublishHook, Observer, RetainedStore).
+//
+// # Goroutines
+//
+// Each network connection has one reader goroutine (conn.serve), which
+// decodes packets and routes the messages it receives itself, and one
+// writer goroutine (conn.writeLoop), which sends control packets and the
+// messages queued for the session, coalescing everything queued into one
+// write call. Routing never blocks on a socket: it appends a delivery to
+// each matching session's bounded queue and wakes that session's writer.
+// Session timers (expiry, will delay) run on time.AfterFunc goroutines.
+// Every other goroutine is started through Server.goTracked and ends on
+// Shutdown.
+//
+// # Locks
+//
+// Lock order: conn.ackMu before session.mu; Server.mu before session.mu;
+// session.mu before conn.outMu. The subscription tree and the retained index have their own
+// read-write locks and are never held while another lock is taken, except
+// that the retained store's Match callback enqueues into a session
+// (session.mu). No lock is held during network I/O.
+//
+// # Publish pipeline
+//
+// An inbound QoS 1/2 publish passes the PublishHooks in order. A hook may
+// defer its verdict; the reader goes on with the next packet, and
+// acknowledgements and routing happen in arrival order when the head of
+// the connection's pending queue completes (conn.drainAcksLocked).
+//
+// # Memory on the hot path
+//
+// Routing a message allocates its Message (topic and payload share one
+// buffer); delivering it to N subscribers allocates nothing per
+// subscriber: deliveries are values in each session's queue, encoded
+// into the writer's reused buffer.
+package broker

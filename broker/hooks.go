@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+)
+
+// ErrDeferred is returned by a PublishHook that will decide later: it keeps
+// the Resolver and calls Resolve exactly once, from any goroutine.
+var ErrDeferred = errors.New("broker: publish deferred")
+
+// ErrNotAuthorized is returned by an Authorizer to refuse an operation.
+var ErrNotAuthorized = errors.New("broker: not authorized")
+
+// ConnInfo describes a connecting or connected client to hooks.
+type ConnInfo struct {
+	ClientID   string
+	Username   string
+	Password   []byte // only set for Authenticate
+	RemoteAddr net.Addr
+	Listener   string // listener name, e.g. "tcp", "tls", "ws"
+	TLS        *tls.ConnectionState
+	Version    byte // protocol level: 3, 4 or 5
+}
+
+// Authenticator checks a client's credentials at CONNECT. It returns nil to
+// accept, or an error (a packet.ReasonCode is sent as is; any other error as
+// 0x86 bad user name or password).
+type Authenticator interface {
+	Authenticate(info *ConnInfo) error
+}
+
+// Authorizer decides whether a client may publish to a topic or subscribe
+// to a filter. It is called on the client's reader goroutine, on the hot
+// path: keep it fast.
+type Authorizer interface {
+	CanPublish(info *ConnInfo, topic string) bool
+	CanSubscribe(info *ConnInfo, filter string) bool
+}
+
+// Resolver completes a deferred publish. Resolve(nil) routes and
+// acknowledges it; Resolve(err) refuses it with err's reason code.
+type Resolver interface {
+	Resolve(err error)
+}
+
+// PublishHook sees every QoS 0/1/2 message entering the broker, in the
+// order a connection sent them, before it is routed. It runs on the
+// publisher's goroutine and returns:
+//   - nil to pass the message on;
+//   - an error to refuse it (a packet.ReasonCode is sent to a v5 client as
+//     is, any other error as 0x80);
+//   - ErrDeferred after keeping r, to decide later without blocking the
+//     connection, which goes on reading. Acknowledgements still leave in
+//     the order the publishes arrived. QoS 0 messages cannot be deferred:
+//     for them ErrDeferred counts as a refusal.
+//
+// A v3.1.1 client has no way to learn that a publish was refused: the
+// broker closes its connection without acknowledging, so the client sends
+// the message again after it reconnects (QoS 1/2), or loses it (QoS 0).
+type PublishHook interface {
+	InterceptPublish(m *Message, r Resolver) error
+}
+
+// EventKind names a client life-cycle event.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EventConnect EventKind = iota + 1
+	EventDisconnect
+	EventSubscribe
+	EventUnsubscribe
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventConnect:
+		return "connect"
+	case EventDisconnect:
+		return "disconnect"
+	case EventSubscribe:
+		return "subscribe"
+	case EventUnsubscribe:
+		return "unsubscribe"
+	}
+	return "unknown"
+}
+
+// Event is published to observers for connects, disconnects, subscribes
+// and unsubscribes.
+type Event struct {
+	Kind     EventKind
+	ClientID string
+	Username string
+	Remote   string
+	Filter   string // subscribe, unsubscribe
+	QoS      byte   // subscribe
+	Reason   error  // disconnect: nil for a normal DISCONNECT
+}
+
+// Observer receives events. It is called synchronously on the goroutine
+// that caused the event and must not block.
+type Observer interface {
+	Observe(e Event)
+}
+
+// RetainedStore keeps retained messages. The default keeps them in memory;
+// durability replaces it. Set with an empty payload never reaches it:
+// the broker calls Delete instead.
+type RetainedStore interface {
+	Set(m *Message) error
+	Delete(topic string) error
+	// Match calls fn for every retained message whose topic filter
+	// matches, until fn returns false.
+	Match(filter string, fn func(m *Message) bool)
+	Len() int
+}

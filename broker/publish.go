@@ -1,0 +1,328 @@
+package broker
+
+import (
+	"errors"
+	"time"
+
+	"gantry/broker/packet"
+	"gantry/broker/topic"
+)
+
+// pendingAck is an inbound QoS 1/2 publish whose acknowledgement waits for
+// the publish pipeline. It is the Resolver handed to deferring hooks.
+type pendingAck struct {
+	c        *conn
+	msg      *Message
+	pid      uint16
+	qos      byte
+	nextHook int   // hook to run after a deferral resolves
+	done     bool  // pipeline finished
+	err      error // refusal, nil when accepted
+}
+
+// Resolve implements Resolver.
+func (p *pendingAck) Resolve(err error) {
+	c := p.c
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if p.done {
+		return
+	}
+	if err == nil {
+		err = c.srv.runHooks(p.msg, p.nextHook, p)
+		if errors.Is(err, ErrDeferred) {
+			return
+		}
+	}
+	p.done, p.err = true, err
+	c.drainAcksLocked()
+}
+
+// handlePublish decodes and admits one PUBLISH from the client.
+func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
+	var p packet.Publish
+	if err := packet.DecodePublish(h, body, c.version, &p); err != nil {
+		return err
+	}
+	tp, err := c.resolveTopic(&p)
+	if err != nil {
+		return err
+	}
+	if p.Retain && c.srv.opts.RetainDisabled {
+		return packet.RetainNotSupported
+	}
+	c.srv.stats.MessagesIn.Add(1)
+	if p.QoS == 2 {
+		dup, err := c.admitQoS2(p.PacketID)
+		if err != nil || dup {
+			return err
+		}
+	} else if p.QoS == 1 {
+		if err := c.admitQoS1(); err != nil {
+			return err
+		}
+	}
+	m := NewMessage(&p, tp, time.Now())
+	m.Origin = OriginClient
+	m.ClientID = c.info.ClientID
+	m.Username = c.info.Username
+	if c.srv.authz != nil && !c.srv.authz.CanPublish(&c.info, m.Topic) {
+		return c.finishRefused(m, p.PacketID, packet.NotAuthorized)
+	}
+	if p.QoS == 0 {
+		if err := c.srv.runHooks(m, 0, nil); err != nil {
+			c.srv.stats.RefusedPublishes.Add(1)
+			return nil
+		}
+		c.srv.route(m)
+		return nil
+	}
+	return c.pipeline(m, p.PacketID)
+}
+
+// resolveTopic applies an inbound topic alias and validates the topic.
+func (c *conn) resolveTopic(p *packet.Publish) ([]byte, error) {
+	tp := p.Topic
+	if p.Props.IsSet(packet.PropTopicAlias) {
+		alias := p.Props.TopicAlias
+		if alias == 0 || alias > c.srv.opts.TopicAliasMaximum {
+			return nil, packet.TopicAliasInvalid
+		}
+		if len(tp) == 0 {
+			known, ok := c.inAliases[alias]
+			if !ok {
+				return nil, packet.ProtocolError
+			}
+			return bytesOf(known), nil
+		}
+		if c.inAliases == nil {
+			c.inAliases = make(map[uint16]string)
+		}
+		c.inAliases[alias] = string(tp)
+	}
+	if err := topic.ValidateName(stringOf(tp)); err != nil {
+		return nil, packet.TopicNameInvalid
+	}
+	return tp, nil
+}
+
+// admitQoS1 counts an inbound QoS 1 message against Receive Maximum.
+func (c *conn) admitQoS1() error {
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if c.inflightIn >= int(c.srv.opts.ReceiveMaximum) {
+		return packet.ReceiveMaximumExceeded
+	}
+	c.inflightIn++
+	return nil
+}
+
+// admitQoS2 registers an inbound QoS 2 packet identifier. It reports dup
+// when the identifier is already held: the message was received before,
+// so it is acknowledged again but not routed again.
+func (c *conn) admitQoS2(pid uint16) (dup bool, err error) {
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if _, held := c.qos2In[pid]; held {
+		if !c.ackPendingLocked(pid) {
+			c.queueAckLocked(packet.PUBREC, pid, packet.Success)
+		}
+		return true, nil
+	}
+	if c.inflightIn >= int(c.srv.opts.ReceiveMaximum) {
+		return false, packet.ReceiveMaximumExceeded
+	}
+	if c.qos2In == nil {
+		c.qos2In = make(map[uint16]struct{})
+	}
+	c.qos2In[pid] = struct{}{}
+	c.inflightIn++
+	return false, nil
+}
+
+func (c *conn) ackPendingLocked(pid uint16) bool {
+	for _, p := range c.acks {
+		if p.pid == pid && p.qos == 2 {
+			return true
+		}
+	}
+	return false
+}
+
+// pipeline runs the hooks for a QoS 1/2 message and acknowledges it in
+// arrival order.
+func (c *conn) pipeline(m *Message, pid uint16) error {
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if len(c.acks) == 0 && len(c.srv.hooks) == 0 {
+		c.srv.route(m) // fast path: nothing to wait for
+		c.ackLocked(m.QoS, pid, nil)
+		return nil
+	}
+	p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS}
+	c.acks = append(c.acks, p)
+	err := c.srv.runHooks(m, 0, p)
+	if errors.Is(err, ErrDeferred) {
+		return nil
+	}
+	p.done, p.err = true, err
+	return c.drainAcksLocked()
+}
+
+// drainAcksLocked routes and acknowledges finished publishes from the head
+// of the queue, so acknowledgements leave in arrival order. The caller
+// holds c.ackMu.
+func (c *conn) drainAcksLocked() error {
+	var refused error
+	n := 0
+	for ; n < len(c.acks) && c.acks[n].done; n++ {
+		p := c.acks[n]
+		if p.err == nil {
+			c.srv.route(p.msg)
+		} else if err := c.refusalLocked(p.msg, p.pid, p.err); err != nil && refused == nil {
+			refused = err
+		}
+		if p.err == nil {
+			c.ackLocked(p.qos, p.pid, nil)
+		}
+		c.acks[n] = nil
+	}
+	c.acks = c.acks[n:]
+	if len(c.acks) == 0 {
+		c.acks = c.acks[:0:0]
+	}
+	if refused != nil {
+		c.disconnect(refused)
+	}
+	return refused
+}
+
+// finishRefused refuses a publish before it entered the pipeline.
+func (c *conn) finishRefused(m *Message, pid uint16, err error) error {
+	if m.QoS == 0 {
+		c.srv.stats.RefusedPublishes.Add(1)
+		return nil
+	}
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if len(c.acks) > 0 {
+		c.acks = append(c.acks, &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, err: err})
+		return nil
+	}
+	return c.refusalLocked(m, pid, err)
+}
+
+// refusalLocked answers a refused QoS 1/2 publish: a v5 client gets the
+// reason code; a v3 client is acknowledged when access control refused it
+// (as other brokers do) and disconnected otherwise, so that it sends the
+// message again later. The caller holds c.ackMu.
+func (c *conn) refusalLocked(m *Message, pid uint16, err error) error {
+	c.srv.stats.RefusedPublishes.Add(1)
+	rc := reasonOf(err)
+	if c.version == packet.V5 {
+		c.ackLocked(m.QoS, pid, rc)
+		return nil
+	}
+	if rc == packet.NotAuthorized {
+		c.ackLocked(m.QoS, pid, nil)
+		return nil
+	}
+	return rc
+}
+
+// ackLocked queues PUBACK or PUBREC; for a refused QoS 2 message the
+// identifier is released at once. The caller holds c.ackMu.
+func (c *conn) ackLocked(qos byte, pid uint16, rc error) {
+	code := packet.Success
+	if rc != nil {
+		code = reasonOf(rc)
+	}
+	if qos == 1 {
+		c.inflightIn--
+		c.queueAckLocked(packet.PUBACK, pid, code)
+		return
+	}
+	if code.IsError() {
+		delete(c.qos2In, pid)
+		c.inflightIn--
+	}
+	c.queueAckLocked(packet.PUBREC, pid, code)
+}
+
+func (c *conn) queueAckLocked(t packet.Type, pid uint16, code packet.ReasonCode) {
+	a := packet.Ack{Type: t, PacketID: pid, ReasonCode: code}
+	c.outMu.Lock()
+	c.ctrl = a.Append(c.ctrl, c.version)
+	c.outMu.Unlock()
+	c.wakeWriter()
+}
+
+// handleAck processes PUBACK, PUBREC, PUBREL and PUBCOMP from the client.
+func (c *conn) handleAck(a *packet.Ack) error {
+	switch a.Type {
+	case packet.PUBACK, packet.PUBCOMP:
+		if c.sess.complete(a.PacketID) {
+			c.wakeWriter()
+		}
+	case packet.PUBREC:
+		if a.ReasonCode.IsError() {
+			if c.sess.complete(a.PacketID) {
+				c.wakeWriter()
+			}
+			return nil
+		}
+		code := packet.Success
+		if !c.sess.release(a.PacketID) {
+			code = packet.PacketIdentifierNotFound
+		}
+		c.queueCtrl(func(b []byte) []byte {
+			r := packet.Ack{Type: packet.PUBREL, PacketID: a.PacketID, ReasonCode: code}
+			return r.Append(b, c.version)
+		})
+	case packet.PUBREL:
+		c.ackMu.Lock()
+		code := packet.Success
+		if _, ok := c.qos2In[a.PacketID]; ok && !c.ackPendingLocked(a.PacketID) {
+			delete(c.qos2In, a.PacketID)
+			c.inflightIn--
+		} else {
+			code = packet.PacketIdentifierNotFound
+		}
+		c.queueAckLocked(packet.PUBCOMP, a.PacketID, code)
+		c.ackMu.Unlock()
+	}
+	return nil
+}
+
+// reasonOf maps an error to the reason code sent to the client.
+func reasonOf(err error) packet.ReasonCode {
+	var rc packet.ReasonCode
+	if errors.As(err, &rc) {
+		return rc
+	}
+	return packet.UnspecifiedError
+}
+
+// runHooks runs the publish hooks from index i. It returns nil, a
+// refusal, or ErrDeferred (r keeps the position to resume from).
+func (s *Server) runHooks(m *Message, i int, r *pendingAck) error {
+	for ; i < len(s.hooks); i++ {
+		var res Resolver = noResolver{}
+		if r != nil {
+			r.nextHook = i + 1
+			res = r
+		}
+		if err := s.hooks[i].InterceptPublish(m, res); err != nil {
+			if errors.Is(err, ErrDeferred) && r == nil {
+				return packet.UnspecifiedError // QoS 0 cannot wait
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// noResolver is handed to hooks for messages that cannot be deferred.
+type noResolver struct{}
+
+func (noResolver) Resolve(error) {}

@@ -1,0 +1,180 @@
+package broker
+
+import "gantry/broker/topic"
+
+// router is per-routing scratch space, pooled so that routing a message to
+// many subscribers does not allocate.
+type router struct {
+	matches []*topic.Entry[*session]
+	targets []target
+	index   map[*session]int // session → position in targets, for overlap
+}
+
+// target is one session's combined view of all its matching
+// subscriptions: delivered once at the highest QoS (MQTT 5 semantics).
+type target struct {
+	sess   *session
+	qos    byte
+	rap    bool // retain as published
+	subID  uint32
+	more   []uint32
+	others bool // more than one subscription matched
+}
+
+func newRouter() any {
+	return &router{
+		matches: make([]*topic.Entry[*session], 0, 64),
+		targets: make([]target, 0, 64),
+		index:   make(map[*session]int),
+	}
+}
+
+// onlineOrInproc accepts shared-subscription members that can take a
+// message now.
+func onlineOrInproc(s *session) bool {
+	s.mu.Lock()
+	ok := s.conn != nil || s.inproc != nil
+	s.mu.Unlock()
+	return ok
+}
+
+// PublishMessage routes m as if a client had published it, after the
+// publish hooks; QoS 1/2 messages deferred by a hook are routed when the
+// hook resolves. It returns the hooks' refusal, if any.
+func (s *Server) PublishMessage(m *Message) error {
+	if len(s.hooks) == 0 {
+		s.route(m)
+		return nil
+	}
+	if m.QoS == 0 {
+		if err := s.runHooks(m, 0, nil); err != nil {
+			return err
+		}
+		s.route(m)
+		return nil
+	}
+	w := &internalResolver{srv: s, msg: m, done: make(chan error, 1)}
+	err := s.runHooksInternal(w, 0)
+	if err == ErrDeferred {
+		return <-w.done
+	}
+	if err == nil {
+		s.route(m)
+	}
+	return err
+}
+
+// Deliver routes a message from a peer node to local subscribers only:
+// no hooks run, so it is neither forwarded again nor seen by LoT.
+func (s *Server) Deliver(m *Message) {
+	s.route(m)
+}
+
+// route stores a retained message and delivers m to every matching
+// session.
+func (s *Server) route(m *Message) {
+	if m.Retain {
+		s.storeRetained(m)
+	}
+	r := s.routers.Get().(*router)
+	r.matches = s.subs.Match(m.Topic, r.matches[:0], onlineOrInproc)
+	if len(r.matches) == 0 {
+		s.routers.Put(r)
+		return
+	}
+	r.collect(m)
+	for i := range r.targets {
+		t := &r.targets[i]
+		d := delivery{msg: m, qos: min(m.QoS, t.qos), retain: m.Retain && t.rap, subID: t.subID, more: t.more}
+		t.sess.enqueue(d)
+	}
+	r.reset()
+	s.routers.Put(r)
+}
+
+// collect folds the matched entries into one target per session.
+func (r *router) collect(m *Message) {
+	if len(r.matches) == 1 {
+		e := r.matches[0]
+		if e.Options.NoLocal && e.Client.id == m.ClientID && m.Origin == OriginClient {
+			return
+		}
+		r.targets = append(r.targets, target{sess: e.Client, qos: e.Options.QoS, rap: e.Options.RetainAsPublished, subID: e.SubID})
+		return
+	}
+	for _, e := range r.matches {
+		if e.Options.NoLocal && e.Client.id == m.ClientID && m.Origin == OriginClient {
+			continue
+		}
+		i, seen := r.index[e.Client]
+		if !seen {
+			r.index[e.Client] = len(r.targets)
+			r.targets = append(r.targets, target{sess: e.Client, qos: e.Options.QoS, rap: e.Options.RetainAsPublished, subID: e.SubID})
+			continue
+		}
+		t := &r.targets[i]
+		t.qos = max(t.qos, e.Options.QoS)
+		t.rap = t.rap || e.Options.RetainAsPublished
+		if e.SubID != 0 {
+			if t.subID == 0 {
+				t.subID = e.SubID
+			} else {
+				t.more = append(t.more, e.SubID) // rare: overlapping subscriptions with identifiers
+			}
+		}
+	}
+}
+
+func (r *router) reset() {
+	clear(r.matches)
+	r.matches = r.matches[:0]
+	clear(r.targets)
+	r.targets = r.targets[:0]
+	if len(r.index) > 0 {
+		clear(r.index)
+	}
+}
+
+// storeRetained sets or clears the retained message of m's topic.
+func (s *Server) storeRetained(m *Message) {
+	var err error
+	if len(m.Payload) == 0 {
+		err = s.retained.Delete(m.Topic)
+	} else {
+		err = s.retained.Set(m)
+	}
+	if err != nil {
+		s.opts.Logger.Error("retained store failed", "component", "broker", "topic", m.Topic, "err", err)
+	}
+}
+
+// internalResolver completes a deferred publish made inside the broker.
+type internalResolver struct {
+	srv  *Server
+	msg  *Message
+	next int
+	done chan error
+}
+
+func (w *internalResolver) Resolve(err error) {
+	if err == nil {
+		err = w.srv.runHooksInternal(w, w.next)
+		if err == ErrDeferred {
+			return
+		}
+		if err == nil {
+			w.srv.route(w.msg)
+		}
+	}
+	w.done <- err
+}
+
+func (s *Server) runHooksInternal(w *internalResolver, i int) error {
+	for ; i < len(s.hooks); i++ {
+		w.next = i + 1
+		if err := s.hooks[i].InterceptPublish(w.msg, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gantry/broker/topic"
+)
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("broker: server closed")
+
+// Server is the MQTT broker. Create it with New, add hooks, then Serve one
+// or more listeners. Hooks must be set before the first Serve.
+type Server struct {
+	opts Options
+
+	subs     *topic.Tree[*session]
+	retained RetainedStore
+
+	auth      Authenticator
+	authz     Authorizer
+	hooks     []PublishHook
+	observers []Observer
+
+	mu        sync.Mutex          // guards sessions, listeners, conns, closed
+	sessions  map[string]*session // by client identifier
+	listeners []net.Listener
+	conns     map[*conn]struct{}
+	closed    bool
+
+	routers sync.Pool // *router scratch space for routing
+	stats   Stats
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the server starts
+}
+
+// Stats are the broker's counters; read them with Snapshot.
+type Stats struct {
+	Connections       atomic.Int64
+	Connects          atomic.Uint64
+	Disconnects       atomic.Uint64
+	MessagesIn        atomic.Uint64
+	MessagesOut       atomic.Uint64
+	BytesIn           atomic.Uint64
+	BytesOut          atomic.Uint64
+	Dropped           atomic.Uint64 // queue full, expired, or too large for the client
+	AuthFailures      atomic.Uint64
+	RefusedPublishes  atomic.Uint64
+	MalformedPackets  atomic.Uint64
+	InflightOut       atomic.Int64
+	QueuedMessages    atomic.Int64
+}
+
+// New returns a server with opts (zero fields take their defaults).
+func New(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:     opts,
+		subs:     new(topic.Tree[*session]),
+		retained: NewMemoryRetained(),
+		sessions: make(map[string]*session),
+		conns:    make(map[*conn]struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
+	}
+	s.routers.New = func() any { return newRouter() }
+	return s, nil
+}
+
+// SetAuthenticator sets the credential check (nil: anonymous policy only).
+func (s *Server) SetAuthenticator(a Authenticator) { s.auth = a }
+
+// SetAuthorizer sets the publish/subscribe access check (nil: allow all).
+func (s *Server) SetAuthorizer(a Authorizer) { s.authz = a }
+
+// SetRetainedStore replaces the in-memory retained store.
+func (s *Server) SetRetainedStore(r RetainedStore) { s.retained = r }
+
+// AddPublishHook appends a hook to the publish pipeline.
+func (s *Server) AddPublishHook(h PublishHook) { s.hooks = append(s.hooks, h) }
+
+// AddObserver registers an event observer.
+func (s *Server) AddObserver(o Observer) { s.observers = append(s.observers, o) }
+
+// Stats returns the live counters.
+func (s *Server) Stats() *Stats { return &s.stats }
+
+// RetainedCount returns the number of retained messages.
+func (s *Server) RetainedCount() int { return s.retained.Len() }
+
+// SubscriptionCount returns the number of subscriptions of all sessions.
+func (s *Server) SubscriptionCount() int { return s.subs.Count() }
+
+// SessionCount returns the number of sessions, connected or not.
+func (s *Server) SessionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+func (s *Server) emit(e Event) {
+	for _, o := range s.observers {
+		o.Observe(e)
+	}
+}
+
+// goTracked starts f as a goroutine the server waits for on Close.
+func (s *Server) goTracked(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// Serve accepts connections on l until Close. It returns ErrServerClosed
+// after Close.
+func (s *Server) Serve(l net.Listener, lc ListenerConfig) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners = append(s.listeners, l)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				backoff = min(max(backoff*2, 5*time.Millisecond), time.Second)
+				s.opts.Logger.Warn("accept failed; retrying", "component", "broker", "listener", lc.Name, "err", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-s.ctx.Done():
+					return ErrServerClosed
+				}
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.ServeConn(nc, lc)
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// ServeConn serves one accepted network connection (used by listeners that
+// accept themselves, such as WebSocket). It returns at once.
+func (s *Server) ServeConn(nc net.Conn, lc ListenerConfig) {
+	c := newConn(s, nc, lc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.goTracked(c.serve)
+}
+
+// Close stops the listeners, disconnects every client (v5 clients get
+// DISCONNECT 0x8B) and waits for every goroutine the server started.
+func (s *Server) Close() error {
+	return s.Shutdown(context.Background())
+}
+
+// Shutdown is Close bounded by ctx: when ctx ends first, remaining
+// connections are closed without waiting for their buffers to drain.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ls := s.listeners
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	for _, c := range conns {
+		c.disconnect(errShuttingDown)
+	}
+	s.stopTimers()
+	done := make(chan struct{})
+	go func() {
+		s.cancel()
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, c := range conns {
+			c.nc.Close()
+		}
+		<-done
+		return ctx.Err()
+	}
+}
+
+func (s *Server) dropConn(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}

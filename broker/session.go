@@ -1,0 +1,225 @@
+package broker
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"gantry/broker/packet"
+)
+
+// delivery is one message on its way to one session.
+type delivery struct {
+	msg    *Message
+	qos    byte   // effective QoS: min(message, subscription)
+	retain bool   // retain flag to send
+	subID  uint32 // first subscription identifier, 0 = none
+	more   []uint32
+}
+
+// outflight is a QoS 1/2 delivery sent and not yet completed.
+type outflight struct {
+	delivery
+	seq      uint64 // send order, for redelivery after reconnect
+	released bool   // PUBREC received, PUBREL sent: waiting for PUBCOMP
+}
+
+// subscription is what a session remembers of one of its subscriptions.
+type subscription struct {
+	opts  packet.SubOptions
+	subID uint32
+}
+
+// session is the state of one client identifier, connected or not.
+//
+// Lock order: Server.mu, then session.mu, then conn.outMu.
+type session struct {
+	id  string
+	srv *Server
+
+	mu       sync.Mutex              // guards every field below
+	conn     *conn                   // attached connection, nil while offline
+	inproc   *Client                 // set for in-process clients
+	expiry   uint32                  // seconds kept after disconnect
+	subs     map[string]subscription // by filter as subscribed
+	queue    deque                   // deliveries waiting for a send slot
+	inflight map[uint16]outflight    // by packet identifier
+	seq      uint64
+	nextPID  uint16
+	dropped  uint64
+	gone     bool // removed from the server; deliveries are ignored
+
+	expiryTimer *time.Timer
+	will        *willSpec // pending will of the last connection
+	willTimer   *time.Timer
+	info        ConnInfo // last connection's identity, for authorizing its will
+}
+
+func newSession(srv *Server, id string) *session {
+	return &session{
+		id:       id,
+		srv:      srv,
+		subs:     make(map[string]subscription),
+		inflight: make(map[uint16]outflight),
+	}
+}
+
+// enqueue adds d to the session's queue and wakes its writer. QoS 0
+// messages for an offline session are not kept.
+func (s *session) enqueue(d delivery) {
+	s.mu.Lock()
+	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
+		s.mu.Unlock()
+		return
+	}
+	if s.queue.len() >= s.srv.opts.MaxQueuedMessages {
+		s.queue.popFront()
+		s.dropped++
+		s.srv.stats.Dropped.Add(1)
+		s.srv.stats.QueuedMessages.Add(-1)
+	}
+	s.queue.pushBack(d)
+	s.srv.stats.QueuedMessages.Add(1)
+	c, ic := s.conn, s.inproc
+	s.mu.Unlock()
+	if c != nil {
+		c.wakeWriter()
+	} else if ic != nil {
+		ic.wake()
+	}
+}
+
+// allocPID returns a free packet identifier. The caller holds s.mu and has
+// checked that fewer than 65535 messages are in flight.
+func (s *session) allocPID() uint16 {
+	for {
+		s.nextPID++
+		if s.nextPID == 0 {
+			s.nextPID = 1
+		}
+		if _, used := s.inflight[s.nextPID]; !used {
+			return s.nextPID
+		}
+	}
+}
+
+// take moves up to max deliveries from the queue into dst, assigning packet
+// identifiers and inflight slots to QoS 1/2 ones while window allows.
+// Expired messages are dropped. The caller holds s.mu.
+func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
+	for s.queue.len() > 0 && len(dst) < cap(dst) {
+		d := s.queue.front()
+		if d.msg.Expired(now) {
+			s.queue.popFront()
+			s.srv.stats.QueuedMessages.Add(-1)
+			s.srv.stats.Dropped.Add(1)
+			continue
+		}
+		var pid uint16
+		if d.qos > 0 {
+			if len(s.inflight) >= window {
+				break
+			}
+			pid = s.allocPID()
+			s.seq++
+			s.inflight[pid] = outflight{delivery: *d, seq: s.seq}
+			s.srv.stats.InflightOut.Add(1)
+		}
+		dst = append(dst, outgoing{delivery: *d, pid: pid})
+		s.queue.popFront()
+		s.srv.stats.QueuedMessages.Add(-1)
+	}
+	return dst
+}
+
+// pendingResend lists the inflight messages in send order, for
+// redelivery on a new connection. The caller holds s.mu.
+func (s *session) pendingResend() []outgoing {
+	out := make([]outgoing, 0, len(s.inflight))
+	for pid, f := range s.inflight {
+		out = append(out, outgoing{delivery: f.delivery, pid: pid, dup: true, release: f.released, seq: f.seq})
+	}
+	slices.SortFunc(out, func(a, b outgoing) int { return cmpUint64(a.seq, b.seq) })
+	return out
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// complete removes pid from flight. It reports whether it was there.
+func (s *session) complete(pid uint16) bool {
+	s.mu.Lock()
+	_, ok := s.inflight[pid]
+	if ok {
+		delete(s.inflight, pid)
+		s.srv.stats.InflightOut.Add(-1)
+	}
+	s.mu.Unlock()
+	return ok
+}
+
+// release marks a QoS 2 message as released (PUBREC received).
+func (s *session) release(pid uint16) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.inflight[pid]
+	if ok {
+		f.released = true
+		s.inflight[pid] = f
+	}
+	return ok
+}
+
+// clearState drops queued and inflight messages (session discarded).
+// The caller holds s.mu.
+func (s *session) clearState() {
+	s.srv.stats.QueuedMessages.Add(-int64(s.queue.len()))
+	s.srv.stats.InflightOut.Add(-int64(len(s.inflight)))
+	s.queue = deque{}
+	clear(s.inflight)
+}
+
+// outgoing is a delivery chosen for sending.
+type outgoing struct {
+	delivery
+	pid     uint16
+	dup     bool
+	release bool // send PUBREL instead of the PUBLISH
+	seq     uint64
+}
+
+// deque is a FIFO of deliveries that reuses its backing array.
+type deque struct {
+	items []delivery
+	head  int
+}
+
+func (q *deque) len() int { return len(q.items) - q.head }
+
+func (q *deque) front() *delivery { return &q.items[q.head] }
+
+func (q *deque) pushBack(d delivery) {
+	if q.head > 0 && len(q.items) == cap(q.items) && q.head >= len(q.items)/2 {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items = q.items[:n]
+		q.head = 0
+	}
+	q.items = append(q.items, d)
+}
+
+func (q *deque) popFront() {
+	q.items[q.head] = delivery{}
+	q.head++
+	if q.head == len(q.items) {
+		q.items = q.items[:0]
+		q.head = 0
+	}
+}

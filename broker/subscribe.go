@@ -1,0 +1,141 @@
+package broker
+
+import (
+	"time"
+
+	"gantry/broker/packet"
+	"gantry/broker/topic"
+)
+
+// retainedRequest asks for the retained messages of a new subscription.
+type retainedRequest struct {
+	filter string
+	qos    byte
+	subID  uint32
+}
+
+// handleSubscribe adds the subscriptions, answers SUBACK, then queues the
+// retained messages the subscriptions ask for.
+func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
+	var subID uint32
+	if len(sp.Props.SubscriptionIDs) > 0 {
+		subID = sp.Props.SubscriptionIDs[0]
+	}
+	ack := packet.Suback{PacketID: sp.PacketID, ReasonCodes: make([]packet.ReasonCode, len(sp.Subscriptions))}
+	var wants []retainedRequest
+	for i, sub := range sp.Subscriptions {
+		rc, want, err := c.srv.subscribe(c.sess, &c.info, sub, subID)
+		if err != nil {
+			return err
+		}
+		ack.ReasonCodes[i] = rc
+		if want {
+			wants = append(wants, retainedRequest{filter: sub.Filter, qos: sub.Options.QoS, subID: subID})
+		}
+	}
+	c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) })
+	for _, w := range wants {
+		c.srv.sendRetained(c.sess, w)
+	}
+	return nil
+}
+
+// subscribe adds one subscription of sess. It returns the SUBACK code,
+// whether retained messages must be sent, or a protocol error that closes
+// the connection.
+func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscription, subID uint32) (packet.ReasonCode, bool, error) {
+	group, _, shared, err := topic.ParseShared(sub.Filter)
+	if err != nil {
+		return packet.TopicFilterInvalid, false, nil
+	}
+	if shared && sub.Options.NoLocal {
+		return 0, false, packet.ProtocolError
+	}
+	if s.authz != nil && !s.authz.CanSubscribe(info, sub.Filter) {
+		return packet.NotAuthorized, false, nil
+	}
+	sess.mu.Lock()
+	_, had := sess.subs[sub.Filter]
+	if max := s.opts.MaxSubscriptionsPerClient; !had && max > 0 && len(sess.subs) >= max {
+		sess.mu.Unlock()
+		return packet.QuotaExceeded, false, nil
+	}
+	sess.subs[sub.Filter] = subscription{opts: sub.Options, subID: subID}
+	sess.mu.Unlock()
+	existed := s.subs.Subscribe(topic.Entry[*session]{Client: sess, Filter: sub.Filter, Options: sub.Options, SubID: subID, Group: group})
+	s.emit(Event{Kind: EventSubscribe, ClientID: sess.id, Username: info.Username, Filter: sub.Filter, QoS: sub.Options.QoS})
+	want := !shared && !s.opts.RetainDisabled &&
+		(sub.Options.RetainHandling == 0 || (sub.Options.RetainHandling == 1 && !existed))
+	return packet.ReasonCode(sub.Options.QoS), want, nil
+}
+
+// sendRetained queues the retained messages matching a new subscription.
+func (s *Server) sendRetained(sess *session, w retainedRequest) {
+	now := time.Now().UnixNano()
+	s.retained.Match(w.filter, func(m *Message) bool {
+		if m.Expired(now) {
+			return true
+		}
+		sess.enqueue(delivery{msg: m, qos: min(m.QoS, w.qos), retain: true, subID: w.subID})
+		return true
+	})
+}
+
+// handleUnsubscribe removes subscriptions and answers UNSUBACK.
+func (c *conn) handleUnsubscribe(u *packet.Unsubscribe) error {
+	ack := packet.Unsuback{PacketID: u.PacketID, ReasonCodes: make([]packet.ReasonCode, len(u.Filters))}
+	for i, f := range u.Filters {
+		ack.ReasonCodes[i] = c.srv.unsubscribe(c.sess, &c.info, f)
+	}
+	c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) })
+	return nil
+}
+
+func (s *Server) unsubscribe(sess *session, info *ConnInfo, filter string) packet.ReasonCode {
+	if _, _, _, err := topic.ParseShared(filter); err != nil {
+		return packet.TopicFilterInvalid
+	}
+	sess.mu.Lock()
+	_, had := sess.subs[filter]
+	delete(sess.subs, filter)
+	sess.mu.Unlock()
+	if !had {
+		return packet.NoSubscriptionExisted
+	}
+	s.subs.Unsubscribe(sess, filter)
+	s.emit(Event{Kind: EventUnsubscribe, ClientID: sess.id, Username: info.Username, Filter: filter})
+	return packet.Success
+}
+
+// MemoryRetained keeps retained messages in memory.
+type MemoryRetained struct {
+	idx *topic.Index[*Message]
+}
+
+// NewMemoryRetained returns an empty in-memory retained store.
+func NewMemoryRetained() *MemoryRetained {
+	return &MemoryRetained{idx: new(topic.Index[*Message])}
+}
+
+// Set implements RetainedStore.
+func (r *MemoryRetained) Set(m *Message) error {
+	r.idx.Set(m.Topic, m)
+	return nil
+}
+
+// Delete implements RetainedStore.
+func (r *MemoryRetained) Delete(tp string) error {
+	r.idx.Delete(tp)
+	return nil
+}
+
+// Match implements RetainedStore.
+func (r *MemoryRetained) Match(filter string, fn func(m *Message) bool) {
+	if _, inner, shared, err := topic.ParseShared(filter); err == nil && shared {
+		filter = inner
+	}
+	r.idx.Match(filter, func(_ string, m *Message) bool { return fn(m) })
+}
+
+// Len implements RetainedStore.
+func (r *MemoryRetained) Len() int { return r.idx.Len() }
