@@ -1,0 +1,225 @@
+package auth
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+)
+
+func TestMain(m *testing.M) {
+	bcryptCost = bcrypt.MinCost
+	os.Exit(m.Run())
+}
+
+func TestStoreLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("alice", "wonder", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add("alice", "x", false); !errors.Is(err, ErrUserExists) {
+		t.Fatalf("second add: %v, want ErrUserExists", err)
+	}
+	if _, err := s.Verify("alice", []byte("wonder")); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	if _, err := s.Verify("alice", []byte("wrong")); !errors.Is(err, ErrBadPassword) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if _, err := s.Verify("bob", []byte("x")); !errors.Is(err, ErrUnknownUser) {
+		t.Fatalf("unknown user: %v", err)
+	}
+	if err := s.SetPassword("alice", "rabbit"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Verify("alice", []byte("wonder")); err == nil {
+		t.Fatal("old password still accepted")
+	}
+	st, err := os.Stat(filepath.Join(dir, FileName))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("users file mode %v (%v), want 0600", st.Mode().Perm(), err)
+	}
+	if err := s.Remove("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("alice"); !errors.Is(err, ErrUnknownUser) {
+		t.Fatalf("second remove: %v", err)
+	}
+}
+
+func TestStoreSeesChangesOfAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	running, _ := Open(dir)
+	cli, _ := Open(dir) // the gantry command, as a second handle on the file
+	if err := cli.Add("bob", "builder", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.Verify("bob", []byte("builder")); err != nil {
+		t.Fatalf("running store does not see the added user: %v", err)
+	}
+	if err := cli.SetPassword("bob", "b2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.Verify("bob", []byte("b2")); err != nil {
+		t.Fatalf("running store does not see the new password: %v", err)
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	for name, c := range map[string]struct {
+		user, pass string
+		want       error
+	}{
+		"empty name":     {"", "x", ErrInvalidName},
+		"space in name":  {"a b", "x", ErrInvalidName},
+		"control char":   {"a\x01", "x", ErrInvalidName},
+		"empty password": {"carol", "", ErrEmptyPasswd},
+	} {
+		if err := s.Add(c.user, c.pass, false); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+func TestCorruptFileNamesIt(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, FileName), []byte("{not json"), 0o600)
+	_, err := Open(dir)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, FileName)) {
+		t.Fatalf("corrupt file: %v, want an error naming the file", err)
+	}
+}
+
+func TestEnsureRootOnce(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	path, err := EnsureRoot(s, dir)
+	if err != nil || path == "" {
+		t.Fatalf("EnsureRoot: %q %v", path, err)
+	}
+	data, _ := os.ReadFile(path)
+	password := string(data[:len(data)-1])
+	if len(password) < 16 {
+		t.Fatalf("password %q too short", password)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("password file mode %v, want 0600", st.Mode().Perm())
+	}
+	u, err := s.Verify("root", []byte(password))
+	if err != nil || !u.Admin {
+		t.Fatalf("root: %+v %v", u, err)
+	}
+	again, err := EnsureRoot(s, dir)
+	if err != nil || again != "" {
+		t.Fatalf("second EnsureRoot: %q %v, want nothing done", again, err)
+	}
+}
+
+func TestAuthenticatorThrottles(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	s.Add("dave", "secret", false)
+	th := NewThrottle()
+	a := NewAuthenticator(s, th, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a.FailureDelay = 0
+	attacker := &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 5555}
+	other := &net.TCPAddr{IP: net.ParseIP("10.9.9.9"), Port: 5555}
+	try := func(addr net.Addr, pass string) error {
+		return a.Authenticate(&broker.ConnInfo{Username: "dave", Password: []byte(pass), RemoteAddr: addr})
+	}
+	for i := 0; i < th.Burst; i++ {
+		if err := try(attacker, "guess"); err != packet.BadUserNameOrPassword {
+			t.Fatalf("failure %d: %v", i, err)
+		}
+	}
+	if err := try(attacker, "secret"); err != packet.ConnectionRateExceeded {
+		t.Fatalf("throttled address with the right password: %v, want 0x9F", err)
+	}
+	if err := try(other, "secret"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	if th.Throttled.Load() != 1 || a.Failures.Load() != uint64(th.Burst)+1 {
+		t.Fatalf("throttled %d failures %d", th.Throttled.Load(), a.Failures.Load())
+	}
+	// The block ends.
+	now := time.Now().Add(th.Block + time.Second)
+	th.now = func() time.Time { return now }
+	if err := try(attacker, "secret"); err != nil {
+		t.Fatalf("after the block: %v", err)
+	}
+}
+
+func TestAuthenticatorCacheFollowsPasswordChange(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	s.Add("erin", "one", false)
+	a := NewAuthenticator(s, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a.FailureDelay = 0
+	info := &broker.ConnInfo{Username: "erin", Password: []byte("one")}
+	if err := a.Authenticate(info); err != nil {
+		t.Fatal(err)
+	}
+	s.SetPassword("erin", "two")
+	if err := a.Authenticate(info); err == nil {
+		t.Fatal("cached old password accepted after a change")
+	}
+}
+
+func TestRules(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	s.Add("admin", "a", true)
+	s.Add("user", "u", false)
+	r := NewRules(s)
+	admin := &broker.ConnInfo{Username: "admin"}
+	user := &broker.ConnInfo{Username: "user"}
+	anon := &broker.ConnInfo{}
+	pub := []struct {
+		who   *broker.ConnInfo
+		topic string
+		want  bool
+	}{
+		{admin, "$SYS/Coreflux/Command", true},
+		{user, "$SYS/Coreflux/Command", false},
+		{anon, "$SYS/broker/uptime", false},
+		{user, "plant/a", true},
+		{anon, "plant/a", true},
+	}
+	for _, c := range pub {
+		if got := r.CanPublish(c.who, c.topic); got != c.want {
+			t.Errorf("CanPublish(%q, %q) = %v", c.who.Username, c.topic, got)
+		}
+	}
+	sub := []struct {
+		who    *broker.ConnInfo
+		filter string
+		want   bool
+	}{
+		{user, "$SYS/broker/#", true},
+		{user, "$SYS/broker/clients/connected", true},
+		{user, "$SYS/Coreflux/Cluster/#", true},
+		{user, "$SYS/#", false},
+		{user, "$SYS/Coreflux/Command/Output", false},
+		{user, "$share/g/$SYS/Coreflux/Command/Output", false},
+		{user, "#", true},
+		{admin, "$SYS/#", true},
+	}
+	for _, c := range sub {
+		if got := r.CanSubscribe(c.who, c.filter); got != c.want {
+			t.Errorf("CanSubscribe(%q, %q) = %v", c.who.Username, c.filter, got)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+// Package auth holds Gantry's users and its built-in access rules.
+//
+// Store keeps users in DataDir/users.json (mode 0600), each with a bcrypt
+// hash of the password and an administrator flag. The file is the only
+// state: the gantry command edits it while the node is stopped or running
+// (each change takes an exclusive flock on users.json.lock, re-reads the
+// file, writes a temporary file, fsyncs and renames it), and a running
+// node notices the change by the file's size and modification time on the
+// next authentication.
+//
+// Authenticator implements broker.Authenticator: it verifies the password,
+// delays every failure and throttles a source address after a burst of
+// failures (Throttle). Successful verifications are cached for a short
+// time under an HMAC of the password with a per-process key, so a
+// reconnect storm does not cost one bcrypt hash per client.
+//
+// Rules implements broker.Authorizer with the built-in access rules: only
+// administrators publish to $SYS topics; others may subscribe to the
+// statistics under $SYS/broker/ and $SYS/Coreflux/Cluster/ but to no other
+// $SYS topic (command output in particular).
+//
+// All types are safe for concurrent use.
+package auth

@@ -1,0 +1,329 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Errors of the user store.
+var (
+	ErrUnknownUser = errors.New("auth: unknown user")
+	ErrUserExists  = errors.New("auth: user exists")
+	ErrBadPassword = errors.New("auth: bad password")
+	ErrInvalidName = errors.New("auth: invalid user name")
+	ErrEmptyPasswd = errors.New("auth: empty password")
+	errFileVersion = errors.New("auth: users file has an unknown version")
+)
+
+// FileName is the users file inside the data directory.
+const FileName = "users.json"
+
+// bcryptCost balances login time on an armv7 gateway (~0.3 s) against
+// brute force.
+var bcryptCost = 10 // lowered by tests
+
+// User is one account.
+type User struct {
+	Name  string `json:"name"`
+	Hash  string `json:"hash"`
+	Admin bool   `json:"admin,omitempty"`
+}
+
+type usersFile struct {
+	Version int    `json:"version"`
+	Users   []User `json:"users"`
+}
+
+// Store is the set of users, backed by DataDir/users.json.
+type Store struct {
+	path string
+
+	mu      sync.RWMutex // guards users, modTime, size, inode
+	users   map[string]User
+	modTime time.Time
+	size    int64
+	inode   uint64
+}
+
+// Open loads the users file in dir, creating dir if needed. A missing file
+// is an empty store; an unreadable or corrupt one is an error naming it.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	s := &Store{path: filepath.Join(dir, FileName), users: map[string]User{}}
+	if err := s.reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the users file.
+func (s *Store) Path() string { return s.path }
+
+// reload re-reads the file when its size or modification time changed.
+func (s *Store) reload() error {
+	st, err := os.Stat(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		s.mu.Lock()
+		s.users, s.modTime, s.size, s.inode = map[string]User{}, time.Time{}, 0, 0
+		s.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	ino := inodeOf(st)
+	s.mu.RLock()
+	same := st.ModTime().Equal(s.modTime) && st.Size() == s.size && ino == s.inode
+	s.mu.RUnlock()
+	if same {
+		return nil
+	}
+	users, err := readUsers(s.path)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.users, s.modTime, s.size, s.inode = users, st.ModTime(), st.Size(), ino
+	s.mu.Unlock()
+	return nil
+}
+
+func readUsers(path string) (map[string]User, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	var f usersFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("auth: %s is corrupt (%v): restore it from a backup, or remove it to start with a new root user", path, err)
+	}
+	if f.Version != 1 {
+		return nil, fmt.Errorf("%w: %s has version %d, want 1", errFileVersion, path, f.Version)
+	}
+	users := make(map[string]User, len(f.Users))
+	for _, u := range f.Users {
+		users[u.Name] = u
+	}
+	return users, nil
+}
+
+// Lookup returns the user called name.
+func (s *Store) Lookup(name string) (User, bool) {
+	s.reload()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	u, ok := s.users[name]
+	return u, ok
+}
+
+// Len returns the number of users.
+func (s *Store) Len() int {
+	s.reload()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.users)
+}
+
+// Names returns the user names in order.
+func (s *Store) Names() []string {
+	s.reload()
+	s.mu.RLock()
+	names := make([]string, 0, len(s.users))
+	for n := range s.users {
+		names = append(names, n)
+	}
+	s.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// Verify checks name's password.
+func (s *Store) Verify(name string, password []byte) (User, error) {
+	u, ok := s.Lookup(name)
+	if !ok {
+		// Spend the same time as for a known user, so that timing does
+		// not tell which names exist.
+		bcrypt.CompareHashAndPassword(dummyHash, password)
+		return User{}, ErrUnknownUser
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.Hash), password) != nil {
+		return User{}, ErrBadPassword
+	}
+	return u, nil
+}
+
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("gantry-timing-equaliser"), 10)
+
+// ValidName reports whether name can be a user name: 1..128 printable
+// characters without spaces.
+func ValidName(name string) error {
+	if name == "" || len(name) > 128 {
+		return fmt.Errorf("%w: %q: want 1..128 characters", ErrInvalidName, name)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("%w: %q: no spaces or control characters", ErrInvalidName, name)
+		}
+	}
+	return nil
+}
+
+// Add creates a user.
+func (s *Store) Add(name, password string, admin bool) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	hash, err := hashPassword(password)
+	if err != nil {
+		return err
+	}
+	return s.change(func(users map[string]User) error {
+		if _, ok := users[name]; ok {
+			return fmt.Errorf("%w: %s", ErrUserExists, name)
+		}
+		users[name] = User{Name: name, Hash: hash, Admin: admin}
+		return nil
+	})
+}
+
+// Remove deletes a user.
+func (s *Store) Remove(name string) error {
+	return s.change(func(users map[string]User) error {
+		if _, ok := users[name]; !ok {
+			return fmt.Errorf("%w: %s", ErrUnknownUser, name)
+		}
+		delete(users, name)
+		return nil
+	})
+}
+
+// SetPassword changes a user's password.
+func (s *Store) SetPassword(name, password string) error {
+	hash, err := hashPassword(password)
+	if err != nil {
+		return err
+	}
+	return s.change(func(users map[string]User) error {
+		u, ok := users[name]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrUnknownUser, name)
+		}
+		u.Hash = hash
+		users[name] = u
+		return nil
+	})
+}
+
+func hashPassword(password string) (string, error) {
+	if password == "" {
+		return "", ErrEmptyPasswd
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcryptCost)
+	if err != nil {
+		return "", fmt.Errorf("auth: %w", err)
+	}
+	return string(h), nil
+}
+
+// change applies f to the users under the file lock and writes the file.
+func (s *Store) change(f func(map[string]User) error) error {
+	unlock, err := lockFile(s.path + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	users := map[string]User{}
+	if _, err := os.Stat(s.path); err == nil {
+		if users, err = readUsers(s.path); err != nil {
+			return err
+		}
+	}
+	if err := f(users); err != nil {
+		return err
+	}
+	if err := writeUsers(s.path, users); err != nil {
+		return err
+	}
+	return s.reload()
+}
+
+func writeUsers(path string, users map[string]User) error {
+	f := usersFile{Version: 1, Users: make([]User, 0, len(users))}
+	for _, u := range users {
+		f.Users = append(f.Users, u)
+	}
+	sort.Slice(f.Users, func(i, j int) bool { return f.Users[i].Name < f.Users[j].Name })
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+// writeFileAtomic writes data to a temporary file, fsyncs it and renames
+// it over path, then fsyncs the directory.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err == nil {
+		if _, err = tmp.Write(data); err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), path)
+		}
+		if err != nil {
+			return fmt.Errorf("auth: writing %s: %w", path, err)
+		}
+	} else {
+		tmp.Close()
+		return fmt.Errorf("auth: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("auth: locking %s: %w", path, err)
+	}
+	return func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// inodeOf returns the file's inode: a rename puts a new one in place even
+// when size and modification time look unchanged.
+func inodeOf(st os.FileInfo) uint64 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return sys.Ino
+	}
+	return 0
+}
