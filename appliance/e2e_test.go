@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,10 +120,7 @@ func TestMosquittoClients(t *testing.T) {
 func TestBinarySignals(t *testing.T) {
 	sub := needTool(t, "mosquitto_sub")
 	pub := needTool(t, "mosquitto_pub")
-	bin := filepath.Join(t.TempDir(), "gantry")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/gantry").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := gantryBinary(t)
 	ip := loopbackIP()
 	cmd := exec.Command(bin, "-dev")
 	cmd.Env = append(os.Environ(), "COREFLUX_MQTT_BIND_IP="+ip, "COREFLUX_DATA_DIR="+t.TempDir())
@@ -149,6 +147,88 @@ func TestBinarySignals(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no exit 10 s after SIGINT")
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// gantryBinary builds the gantry command once per test run.
+func gantryBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gantry-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gantry")
+		out, err := exec.Command("go", "build", "-o", binPath, "./cmd/gantry").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// TestUserCommandsOnRunningNode adds, changes and removes a user with the
+// gantry command while a node serves the same data directory, and checks
+// each change with mosquitto_pub; it also logs in as root with the initial
+// password.
+func TestUserCommandsOnRunningNode(t *testing.T) {
+	pub := needTool(t, "mosquitto_pub")
+	bin := gantryBinary(t)
+	dataDir := t.TempDir()
+	_, ip := startNode(t, map[string]string{"COREFLUX_DATA_DIR": dataDir, "COREFLUX_MQTT_ALLOW_ANONYMOUS": "false"})
+	gantry := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "COREFLUX_DATA_DIR="+dataDir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("gantry %v: %v\n%s", args, err, out)
+		}
+	}
+	login := func(user, pass string) error {
+		args := []string{"-h", ip, "-t", "t", "-m", "x", "-q", "1"}
+		if user != "" {
+			args = append(args, "-u", user, "-P", pass)
+		}
+		out, err := exec.Command(pub, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	root, err := os.ReadFile(filepath.Join(dataDir, "initial-root-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := login("root", strings.TrimSpace(string(root))); err != nil {
+		t.Fatalf("root with the initial password: %v", err)
+	}
+	if login("", "") == nil {
+		t.Fatal("anonymous client accepted with AllowAnonymous false")
+	}
+	gantry("-addUser", "alice", "first")
+	if err := login("alice", "first"); err != nil {
+		t.Fatalf("added user: %v", err)
+	}
+	gantry("-changePassword", "alice", "second")
+	if err := login("alice", "second"); err != nil {
+		t.Fatalf("changed password: %v", err)
+	}
+	if login("alice", "first") == nil {
+		t.Fatal("old password still accepted")
+	}
+	gantry("-removeUser", "alice")
+	if login("alice", "second") == nil {
+		t.Fatal("removed user still accepted")
 	}
 }
 

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"gantry/appliance/config"
 	"gantry/broker"
+	"gantry/broker/auth"
 )
 
 // Version is the build's version, set with -ldflags at release time.
@@ -26,6 +28,8 @@ type Node struct {
 	started time.Time
 
 	Broker *broker.Server
+	Users  *auth.Store
+	authn  *auth.Authenticator
 
 	mu        sync.Mutex // guards listeners
 	listeners map[string]net.Listener
@@ -33,13 +37,36 @@ type Node struct {
 	wg        sync.WaitGroup
 }
 
-// New builds a node from a validated configuration.
+// New builds a node from a validated configuration. It opens the user
+// store, creating the administrator root on first start.
 func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 	b, err := broker.New(brokerOptions(&cfg, log))
 	if err != nil {
 		return nil, err
 	}
-	return &Node{cfg: cfg, log: log, Broker: b, listeners: make(map[string]net.Listener)}, nil
+	users, err := OpenUsers(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if path, err := auth.EnsureRoot(users, cfg.DataDir); err != nil {
+		return nil, err
+	} else if path != "" {
+		log.Warn("created the administrator root with a random password; read it, then delete the file",
+			"component", "auth", "file", path)
+	}
+	n := &Node{cfg: cfg, log: log, Broker: b, Users: users, listeners: make(map[string]net.Listener)}
+	n.authn = auth.NewAuthenticator(users, auth.NewThrottle(), log)
+	b.SetAuthenticator(n.authn)
+	b.SetAuthorizer(auth.NewRules(users))
+	return n, nil
+}
+
+// OpenUsers opens the user store of a data directory.
+func OpenUsers(dataDir string) (*auth.Store, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("DataDir %q: %w", dataDir, err)
+	}
+	return auth.Open(dataDir)
 }
 
 func brokerOptions(cfg *config.Config, log *slog.Logger) broker.Options {

@@ -3,6 +3,12 @@
 //	gantry -config FILE     run from a JSON configuration file
 //	gantry -dev             run on the embedded development defaults
 //	gantry -checkConfig FILE validate a configuration file and exit
+//	gantry [-config FILE] -addUser NAME PASSWORD [-admin]
+//	gantry [-config FILE] -removeUser NAME
+//	gantry [-config FILE] -changePassword NAME PASSWORD
+//
+// The user commands work on the data directory of the configuration,
+// whether the node is running or not.
 package main
 
 import (
@@ -16,6 +22,7 @@ import (
 
 	"gantry/appliance"
 	"gantry/appliance/config"
+	"gantry/broker/auth"
 )
 
 func main() {
@@ -27,6 +34,10 @@ func run() int {
 	dev := flag.Bool("dev", false, "run on the embedded development defaults (anonymous clients from loopback only)")
 	check := flag.String("checkConfig", "", "validate the configuration `file` and exit")
 	version := flag.Bool("version", false, "print the version and exit")
+	addUser := flag.String("addUser", "", "add user `NAME` with the password that follows, and exit")
+	admin := flag.Bool("admin", false, "with -addUser: make the user an administrator")
+	removeUser := flag.String("removeUser", "", "remove user `NAME` and exit")
+	changePassword := flag.String("changePassword", "", "set the password of user `NAME` to the one that follows, and exit")
 	flag.Parse()
 	if *version {
 		fmt.Println("gantry", appliance.Version)
@@ -51,7 +62,44 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	switch {
+	case *addUser != "":
+		return userCommand(cfg, func(s *auth.Store) error { return s.Add(*addUser, passwordArg(), adminArg(*admin)) }, "added user "+*addUser)
+	case *removeUser != "":
+		return userCommand(cfg, func(s *auth.Store) error { return s.Remove(*removeUser) }, "removed user "+*removeUser)
+	case *changePassword != "":
+		return userCommand(cfg, func(s *auth.Store) error { return s.SetPassword(*changePassword, passwordArg()) }, "changed the password of "+*changePassword)
+	}
 	return serve(cfg)
+}
+
+// passwordArg is the positional argument after -addUser/-changePassword
+// NAME. A trailing -admin (after the password, where the flag package no
+// longer parses flags) is accepted too.
+func passwordArg() string {
+	args := flag.Args()
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
+func adminArg(admin bool) bool {
+	args := flag.Args()
+	return admin || (len(args) == 2 && (args[1] == "-admin" || args[1] == "--admin"))
+}
+
+func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int {
+	s, err := appliance.OpenUsers(cfg.DataDir)
+	if err == nil {
+		err = f(s)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(done)
+	return 0
 }
 
 func serve(cfg config.Config) int {
