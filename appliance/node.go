@@ -27,9 +27,10 @@ type Node struct {
 	log     *slog.Logger
 	started time.Time
 
-	Broker *broker.Server
-	Users  *auth.Store
-	authn  *auth.Authenticator
+	Broker   *broker.Server
+	Users    *auth.Store
+	authn    *auth.Authenticator
+	throttle *auth.Throttle
 
 	mu        sync.Mutex // guards listeners
 	listeners map[string]net.Listener
@@ -55,7 +56,8 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 			"component", "auth", "file", path)
 	}
 	n := &Node{cfg: cfg, log: log, Broker: b, Users: users, listeners: make(map[string]net.Listener)}
-	n.authn = auth.NewAuthenticator(users, auth.NewThrottle(), log)
+	n.throttle = auth.NewThrottle()
+	n.authn = auth.NewAuthenticator(users, n.throttle, log)
 	b.SetAuthenticator(n.authn)
 	b.SetAuthorizer(auth.NewRules(users))
 	return n, nil

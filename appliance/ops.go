@@ -14,6 +14,7 @@ func (n *Node) opsHandler() http.Handler {
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.HandleFunc("GET /info", n.serveInfo)
+	mux.Handle("GET /metrics", n.metricsHandler())
 	return mux
 }
 

@@ -46,7 +46,7 @@ func run() int {
 	if *check != "" {
 		if _, err := config.Load(*check, os.LookupEnv); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			return 2
+			return 1
 		}
 		fmt.Println("configuration OK:", *check)
 		return 0
@@ -104,6 +104,9 @@ func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int 
 
 func serve(cfg config.Config) int {
 	log := appliance.NewLogger(os.Stderr, cfg.Logging)
+	for _, w := range cfg.Warnings() {
+		log.Warn(w, "component", "config")
+	}
 	node, err := appliance.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)

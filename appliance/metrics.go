@@ -1,0 +1,69 @@
+package appliance
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// brokerCollector reads the broker's counters at scrape time, so metrics
+// cost nothing on the publish path.
+type brokerCollector struct {
+	n *Node
+}
+
+type metricDesc struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(n *Node) float64
+}
+
+func gauge(name, help string, f func(n *Node) float64) metricDesc {
+	return metricDesc{prometheus.NewDesc(name, help, nil, nil), prometheus.GaugeValue, f}
+}
+
+func counter(name, help string, f func(n *Node) float64) metricDesc {
+	return metricDesc{prometheus.NewDesc(name, help, nil, nil), prometheus.CounterValue, f}
+}
+
+var brokerMetrics = []metricDesc{
+	gauge("gantry_connections", "Client connections open now.", func(n *Node) float64 { return float64(n.Broker.Stats().Connections.Load()) }),
+	counter("gantry_connects_total", "Client connections accepted.", func(n *Node) float64 { return float64(n.Broker.Stats().Connects.Load()) }),
+	counter("gantry_disconnects_total", "Client connections closed.", func(n *Node) float64 { return float64(n.Broker.Stats().Disconnects.Load()) }),
+	counter("gantry_messages_received_total", "PUBLISH packets received from clients.", func(n *Node) float64 { return float64(n.Broker.Stats().MessagesIn.Load()) }),
+	counter("gantry_messages_sent_total", "PUBLISH packets sent to clients.", func(n *Node) float64 { return float64(n.Broker.Stats().MessagesOut.Load()) }),
+	counter("gantry_bytes_received_total", "Bytes of MQTT packets received.", func(n *Node) float64 { return float64(n.Broker.Stats().BytesIn.Load()) }),
+	counter("gantry_bytes_sent_total", "Bytes written to client connections.", func(n *Node) float64 { return float64(n.Broker.Stats().BytesOut.Load()) }),
+	counter("gantry_messages_dropped_total", "Messages dropped: queue full, expired, or larger than the client's Maximum Packet Size.", func(n *Node) float64 { return float64(n.Broker.Stats().Dropped.Load()) }),
+	counter("gantry_publishes_refused_total", "Publishes refused by access rules or the publish pipeline.", func(n *Node) float64 { return float64(n.Broker.Stats().RefusedPublishes.Load()) }),
+	counter("gantry_malformed_packets_total", "Connections closed for a malformed packet or a protocol error.", func(n *Node) float64 { return float64(n.Broker.Stats().MalformedPackets.Load()) }),
+	counter("gantry_auth_failures_total", "Failed or refused logins.", func(n *Node) float64 { return float64(n.Broker.Stats().AuthFailures.Load()) }),
+	counter("gantry_login_throttled_total", "Times a source address was blocked after a burst of failed logins.", func(n *Node) float64 { return float64(n.throttle.Throttled.Load()) }),
+	gauge("gantry_inflight_messages", "QoS 1/2 messages sent to clients and not yet acknowledged.", func(n *Node) float64 { return float64(n.Broker.Stats().InflightOut.Load()) }),
+	gauge("gantry_queued_messages", "Messages waiting in session queues.", func(n *Node) float64 { return float64(n.Broker.Stats().QueuedMessages.Load()) }),
+	gauge("gantry_retained_messages", "Retained messages stored.", func(n *Node) float64 { return float64(n.Broker.RetainedCount()) }),
+	gauge("gantry_subscriptions", "Subscriptions of all sessions.", func(n *Node) float64 { return float64(n.Broker.SubscriptionCount()) }),
+	gauge("gantry_sessions", "Sessions, connected or not.", func(n *Node) float64 { return float64(n.Broker.SessionCount()) }),
+	gauge("gantry_users", "Users in the user store.", func(n *Node) float64 { return float64(n.Users.Len()) }),
+}
+
+func (c brokerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range brokerMetrics {
+		ch <- m.desc
+	}
+}
+
+func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range brokerMetrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(c.n))
+	}
+}
+
+// metricsHandler serves /metrics: the broker's series and the Go runtime's.
+func (n *Node) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(brokerCollector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})
+}
