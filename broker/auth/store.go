@@ -155,7 +155,7 @@ func (s *Store) Verify(name string, password []byte) (User, error) {
 	if !ok {
 		// Spend the same time as for a known user, so that timing does
 		// not tell which names exist.
-		bcrypt.CompareHashAndPassword(dummyHash, password)
+		bcrypt.CompareHashAndPassword(dummyHash(), password)
 		return User{}, ErrUnknownUser
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.Hash), password) != nil {
@@ -164,7 +164,11 @@ func (s *Store) Verify(name string, password []byte) (User, error) {
 	return u, nil
 }
 
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("gantry-timing-equaliser"), 10)
+// dummyHash is a hash of the production cost, made on first use.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("gantry-timing-equaliser"), 10)
+	return h
+})
 
 // ValidName reports whether name can be a user name: 1..128 printable
 // characters without spaces.

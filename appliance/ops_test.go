@@ -1,0 +1,91 @@
+package appliance_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape reads /metrics and parses it with the Prometheus text parser.
+func scrape(t *testing.T, ip string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + ip + ":9100/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				out[name] += m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[name] += m.Gauge.GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func TestMetricsMoveWithTraffic(t *testing.T) {
+	pub := needTool(t, "mosquitto_pub")
+	_, ip := startNode(t, nil)
+	before := scrape(t, ip)
+	for _, name := range []string{"gantry_messages_received_total", "gantry_connections", "gantry_retained_messages", "go_goroutines", "gantry_users"} {
+		if _, ok := before[name]; !ok {
+			t.Fatalf("/metrics has no %s", name)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if out, err := exec.Command(pub, "-h", ip, "-t", "m/x", "-m", "v", "-r", "-q", "1").CombinedOutput(); err != nil {
+			t.Fatalf("mosquitto_pub: %v %s", err, out)
+		}
+	}
+	after := scrape(t, ip)
+	if d := after["gantry_messages_received_total"] - before["gantry_messages_received_total"]; d != 3 {
+		t.Errorf("messages received moved by %v, want 3", d)
+	}
+	if d := after["gantry_connects_total"] - before["gantry_connects_total"]; d != 3 {
+		t.Errorf("connects moved by %v, want 3", d)
+	}
+	if after["gantry_retained_messages"] != 1 {
+		t.Errorf("retained = %v, want 1", after["gantry_retained_messages"])
+	}
+	if after["gantry_users"] != 1 {
+		t.Errorf("users = %v, want 1 (root)", after["gantry_users"])
+	}
+}
+
+func TestHealthAndInfo(t *testing.T) {
+	_, ip := startNode(t, nil)
+	resp, err := http.Get("http://" + ip + ":9100/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get("http://" + ip + ":9100/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Version   string            `json:"version"`
+		Listeners map[string]string `json:"listeners"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Version == "" || info.Listeners["mqtt"] != ip+":1883" {
+		t.Fatalf("/info = %+v", info)
+	}
+}
