@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +29,13 @@ func loopbackIP() string {
 func startNode(t *testing.T, env map[string]string) (*appliance.Node, string) {
 	t.Helper()
 	ip := loopbackIP()
+	return startNodeAt(t, ip, env), ip
+}
+
+// startNodeAt starts a node on ip with the default ports; env overrides
+// the test defaults (anonymous allowed, a temporary data directory).
+func startNodeAt(t *testing.T, ip string, env map[string]string) *appliance.Node {
+	t.Helper()
 	vars := map[string]string{
 		"COREFLUX_MQTT_BIND_IP":         ip,
 		"COREFLUX_DATA_DIR":             t.TempDir(),
@@ -40,7 +48,7 @@ func startNode(t *testing.T, env map[string]string) (*appliance.Node, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := appliance.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := appliance.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +60,7 @@ func startNode(t *testing.T, env map[string]string) (*appliance.Node, string) {
 		defer cancel()
 		n.Shutdown(ctx)
 	})
-	return n, ip
+	return n
 }
 
 func needTool(t *testing.T, name string) string {
@@ -116,7 +124,7 @@ func TestMosquittoClients(t *testing.T) {
 }
 
 // TestBinarySignals runs the real binary: it serves mosquitto clients on
-// the address from the environment and exits 0 on SIGTERM.
+// the address from the environment, survives SIGHUP and exits 0 on SIGINT.
 func TestBinarySignals(t *testing.T) {
 	sub := needTool(t, "mosquitto_sub")
 	pub := needTool(t, "mosquitto_pub")
@@ -133,10 +141,16 @@ func TestBinarySignals(t *testing.T) {
 	if out, err := exec.Command(pub, "-h", ip, "-t", "dev/hello", "-m", "world", "-r").CombinedOutput(); err != nil {
 		t.Fatalf("mosquitto_pub: %v %s", err, out)
 	}
-	out, err := exec.Command(sub, "-h", ip, "-t", "dev/#", "-v", "-W", "5", "-C", "1").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "dev/hello world" {
-		t.Fatalf("mosquitto_sub against the binary: %v %q", err, out)
+	check := func(when string) {
+		out, err := exec.Command(sub, "-h", ip, "-t", "dev/#", "-v", "-W", "5", "-C", "1").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "dev/hello world" {
+			t.Fatalf("mosquitto_sub against the binary %s: %v %q", when, err, out)
+		}
 	}
+	check("after start")
+	// SIGHUP reloads (TLS files, log level) and must not stop the node.
+	cmd.Process.Signal(syscall.SIGHUP)
+	check("after SIGHUP")
 	cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

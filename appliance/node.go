@@ -32,6 +32,9 @@ type Node struct {
 	authn    *auth.Authenticator
 	throttle *auth.Throttle
 
+	tls   *tlsFiles      // nil without a TLS listener
+	level *slog.LevelVar // nil when the logger was not made by NewLogger
+
 	mu        sync.Mutex // guards listeners
 	listeners map[string]net.Listener
 	https     []*http.Server
@@ -39,8 +42,9 @@ type Node struct {
 }
 
 // New builds a node from a validated configuration. It opens the user
-// store, creating the administrator root on first start.
-func New(cfg config.Config, log *slog.Logger) (*Node, error) {
+// store, creating the administrator root on first start. level, when not
+// nil, is the level of log that Reload changes.
+func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, error) {
 	b, err := broker.New(brokerOptions(&cfg, log))
 	if err != nil {
 		return nil, err
@@ -55,7 +59,7 @@ func New(cfg config.Config, log *slog.Logger) (*Node, error) {
 		log.Warn("created the administrator root with a random password; read it, then delete the file",
 			"component", "auth", "file", path)
 	}
-	n := &Node{cfg: cfg, log: log, Broker: b, Users: users, listeners: make(map[string]net.Listener)}
+	n := &Node{cfg: cfg, log: log, level: level, Broker: b, Users: users, listeners: make(map[string]net.Listener)}
 	n.throttle = auth.NewThrottle()
 	n.authn = auth.NewAuthenticator(users, n.throttle, log)
 	b.SetAuthenticator(n.authn)
@@ -132,17 +136,37 @@ func (n *Node) Start() error {
 
 func (n *Node) startTLS(lc broker.ListenerConfig) error {
 	m := &n.cfg.Mqtt
-	cert, err := tls.LoadX509KeyPair(m.CertFile, m.KeyFile)
+	files, err := newTLSFiles(m.CertFile, m.KeyFile, m.ClientCaFile)
 	if err != nil {
-		return fmt.Errorf("tls: Mqtt.CertFile %q, Mqtt.KeyFile %q: %w", m.CertFile, m.KeyFile, err)
+		return err
 	}
 	l, err := n.listen("mqtt-tls", m.BindIP, m.TlsPort)
 	if err != nil {
 		return err
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	n.tls = files
 	lc.Name = "tls"
-	n.serveMQTT(tls.NewListener(l, tc), lc)
+	n.serveMQTT(tls.NewListener(l, files.Config()), lc)
+	return nil
+}
+
+// Reload applies what can change without a restart (SIGHUP): the TLS
+// certificate, key and client CA files are read again, and the log level
+// is set from level.
+func (n *Node) Reload(level string) error {
+	if n.level != nil {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(level)); err == nil {
+			n.level.Set(l)
+		}
+	}
+	if n.tls != nil {
+		if err := n.tls.Reload(); err != nil {
+			n.log.Error("TLS reload failed; the previous certificate stays in use", "component", "appliance", "err", err)
+			return err
+		}
+		n.log.Info("TLS files reloaded", "component", "appliance")
+	}
 	return nil
 }
 

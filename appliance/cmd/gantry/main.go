@@ -15,6 +15,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -70,7 +71,7 @@ func run() int {
 	case *changePassword != "":
 		return userCommand(cfg, func(s *auth.Store) error { return s.SetPassword(*changePassword, passwordArg()) }, "changed the password of "+*changePassword)
 	}
-	return serve(cfg)
+	return serve(cfg, *configPath, *dev)
 }
 
 // passwordArg is the positional argument after -addUser/-changePassword
@@ -102,12 +103,12 @@ func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int 
 	return 0
 }
 
-func serve(cfg config.Config) int {
-	log := appliance.NewLogger(os.Stderr, cfg.Logging)
+func serve(cfg config.Config, configPath string, dev bool) int {
+	log, level := appliance.NewLogger(os.Stderr, cfg.Logging)
 	for _, w := range cfg.Warnings() {
 		log.Warn(w, "component", "config")
 	}
-	node, err := appliance.New(cfg, log)
+	node, err := appliance.New(cfg, log, level)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
@@ -118,8 +119,12 @@ func serve(cfg config.Config) int {
 		return 1
 	}
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	s := <-sig
+	for ; s == syscall.SIGHUP; s = <-sig {
+		log.Info("reloading", "component", "appliance", "signal", s.String())
+		node.Reload(reloadLevel(configPath, dev, cfg.Logging.Level, log))
+	}
 	log.Info("shutting down", "component", "appliance", "signal", s.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -127,4 +132,21 @@ func serve(cfg config.Config) int {
 		log.Warn("shutdown did not finish in time", "component", "appliance", "err", err)
 	}
 	return 0
+}
+
+// reloadLevel reads the configuration again for its log level; a file that
+// no longer loads keeps the current level.
+func reloadLevel(path string, dev bool, current string, log *slog.Logger) string {
+	var cfg config.Config
+	var err error
+	if dev && path == "" {
+		cfg, err = config.LoadDev(os.LookupEnv)
+	} else {
+		cfg, err = config.Load(path, os.LookupEnv)
+	}
+	if err != nil {
+		log.Error("configuration no longer loads; log level unchanged", "component", "appliance", "err", err)
+		return current
+	}
+	return cfg.Logging.Level
 }
