@@ -38,6 +38,7 @@ type Node struct {
 	mu        sync.Mutex // guards listeners
 	listeners map[string]net.Listener
 	https     []*http.Server
+	stop      chan struct{} // closed by Shutdown
 	wg        sync.WaitGroup
 }
 
@@ -59,7 +60,8 @@ func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, erro
 		log.Warn("created the administrator root with a random password; read it, then delete the file",
 			"component", "auth", "file", path)
 	}
-	n := &Node{cfg: cfg, log: log, level: level, Broker: b, Users: users, listeners: make(map[string]net.Listener)}
+	n := &Node{cfg: cfg, log: log, level: level, Broker: b, Users: users,
+		listeners: make(map[string]net.Listener), stop: make(chan struct{})}
 	n.throttle = auth.NewThrottle()
 	n.authn = auth.NewAuthenticator(users, n.throttle, log)
 	b.SetAuthenticator(n.authn)
@@ -123,6 +125,13 @@ func (n *Node) Start() error {
 		mux := http.NewServeMux()
 		mux.Handle("/mqtt", n.Broker.WebSocketHandler(lc))
 		n.serveHTTP(l, mux)
+	}
+	if sec := n.cfg.Ops.SysIntervalSeconds; sec > 0 {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.runSys(time.Duration(sec)*time.Second, n.stop)
+		}()
 	}
 	if n.cfg.Ops.Port != 0 {
 		l, err := n.listen("ops", n.cfg.Ops.BindIP, n.cfg.Ops.Port)
@@ -224,6 +233,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	https := n.https
 	n.mu.Unlock()
+	close(n.stop)
 	for _, s := range https {
 		s.Shutdown(ctx)
 	}

@@ -2,9 +2,12 @@ package appliance_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os/exec"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -87,5 +90,52 @@ func TestHealthAndInfo(t *testing.T) {
 	}
 	if info.Version == "" || info.Listeners["mqtt"] != ip+":1883" {
 		t.Fatalf("/info = %+v", info)
+	}
+}
+
+// TestSysTopics: the retained $SYS/broker statistics are readable by an
+// ordinary client, $SYS/# as a whole is not, and the counters follow
+// traffic.
+func TestSysTopics(t *testing.T) {
+	sub := needTool(t, "mosquitto_sub")
+	pub := needTool(t, "mosquitto_pub")
+	_, ip := startNode(t, map[string]string{"COREFLUX_OPS_SYS_INTERVAL_SECONDS": "1"})
+	read := func(topic string) string {
+		t.Helper()
+		out, err := exec.Command(sub, "-h", ip, "-t", topic, "-C", "1", "-W", "5").CombinedOutput()
+		if err != nil {
+			t.Fatalf("mosquitto_sub %s: %v %s", topic, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if v := read("$SYS/broker/version"); !strings.HasPrefix(v, "gantry ") {
+		t.Fatalf("version %q", v)
+	}
+	exec.Command(pub, "-h", ip, "-t", "a/b", "-m", "x").Run()
+	eventually(t, 5*time.Second, func() error {
+		if v := read("$SYS/broker/messages/received"); v == "0" {
+			return fmt.Errorf("messages/received still %s", v)
+		}
+		return nil
+	})
+	out, _ := exec.Command(sub, "-h", ip, "-t", "$SYS/#", "-C", "1", "-W", "2").CombinedOutput()
+	if !strings.Contains(string(out), "denied") {
+		t.Fatalf("$SYS/# for an ordinary client: %q, want the subscription denied", out)
+	}
+}
+
+// eventually polls f until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -47,8 +47,9 @@ type Mqtt struct {
 
 // Ops configures the operations HTTP server.
 type Ops struct {
-	Port   int    `json:"Port" env:"COREFLUX_OPS_PORT" default:"9100" range:"0..65535" doc:"Operations HTTP port (health, metrics, cluster view, web console). 0 turns it off."`
-	BindIP string `json:"BindIP" env:"COREFLUX_OPS_BIND_IP" derive:"Mqtt.BindIP" format:"ip" doc:"Address the operations server binds."`
+	Port               int    `json:"Port" env:"COREFLUX_OPS_PORT" default:"9100" range:"0..65535" doc:"Operations HTTP port (health, metrics, cluster view, web console). 0 turns it off."`
+	BindIP             string `json:"BindIP" env:"COREFLUX_OPS_BIND_IP" derive:"Mqtt.BindIP" format:"ip" doc:"Address the operations server binds."`
+	SysIntervalSeconds int    `json:"SysIntervalSeconds" env:"COREFLUX_OPS_SYS_INTERVAL_SECONDS" default:"10" range:"0..3600" doc:"How often the retained $SYS/broker/... statistics topics are refreshed (a topic is republished only when its value changed). 0 turns them off."`
 }
 
 // Logging configures the log output.
