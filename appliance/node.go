@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gantry/appliance/config"
@@ -39,6 +40,7 @@ type Node struct {
 	listeners map[string]net.Listener
 	https     []*http.Server
 	stop      chan struct{} // closed by Shutdown
+	ready     atomic.Bool   // every listener bound and the stores open
 	wg        sync.WaitGroup
 }
 
@@ -140,6 +142,7 @@ func (n *Node) Start() error {
 		}
 		n.serveHTTP(l, n.opsHandler())
 	}
+	n.ready.Store(true)
 	return nil
 }
 
@@ -233,6 +236,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	https := n.https
 	n.mu.Unlock()
+	n.ready.Store(false)
 	close(n.stop)
 	for _, s := range https {
 		s.Shutdown(ctx)

@@ -13,6 +13,15 @@ func (n *Node) opsHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
+	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !n.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"status":"starting"}` + "\n"))
+			return
+		}
+		w.Write([]byte(`{"status":"ready"}` + "\n"))
+	})
 	mux.HandleFunc("GET /info", n.serveInfo)
 	mux.Handle("GET /metrics", n.metricsHandler())
 	return mux

@@ -76,6 +76,11 @@ func TestHealthAndInfo(t *testing.T) {
 		t.Fatalf("/health: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	resp, err = http.Get("http://" + ip + ":9100/health/ready")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/health/ready: %v %v", resp, err)
+	}
+	resp.Body.Close()
 	resp, err = http.Get("http://" + ip + ":9100/info")
 	if err != nil {
 		t.Fatal(err)
