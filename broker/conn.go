@@ -143,6 +143,11 @@ func (c *conn) readPacket() (packet.FixedHeader, []byte, error) {
 
 // readLoop handles packets until the connection ends.
 func (c *conn) readLoop() error {
+	if c.keepAlive == 0 {
+		// Keep alive 0 turns the timeout off: lift the CONNECT deadline
+		// (before the stop check below, like the per-packet deadline).
+		c.nc.SetReadDeadline(time.Time{})
+	}
 	for {
 		if c.keepAlive > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(c.keepAlive * 3 / 2))

@@ -20,19 +20,21 @@ type pendingAck struct {
 	err      error // refusal, nil when accepted
 }
 
-// Resolve implements Resolver.
+// Resolve implements Resolver. The remaining hooks run without c.ackMu
+// held, so that a hook may resolve another deferred publish of the same
+// connection from inside its call.
 func (p *pendingAck) Resolve(err error) {
 	c := p.c
-	c.ackMu.Lock()
-	defer c.ackMu.Unlock()
-	if p.done {
-		return
-	}
 	if err == nil {
 		err = c.srv.runHooks(p.msg, p.nextHook, p)
 		if errors.Is(err, ErrDeferred) {
 			return
 		}
+	}
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if p.done {
+		return
 	}
 	p.done, p.err = true, err
 	c.drainAcksLocked()
@@ -153,18 +155,23 @@ func (c *conn) ackPendingLocked(pid uint16) bool {
 // arrival order.
 func (c *conn) pipeline(m *Message, pid uint16) error {
 	c.ackMu.Lock()
-	defer c.ackMu.Unlock()
 	if len(c.acks) == 0 && len(c.srv.hooks) == 0 {
 		c.srv.route(m) // fast path: nothing to wait for
 		c.ackLocked(m.QoS, pid, nil)
+		c.ackMu.Unlock()
 		return nil
 	}
 	p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS}
 	c.acks = append(c.acks, p)
+	c.ackMu.Unlock()
+	// The hooks run without c.ackMu held: one may resolve an earlier
+	// deferred publish of this connection from inside its call.
 	err := c.srv.runHooks(m, 0, p)
 	if errors.Is(err, ErrDeferred) {
 		return nil
 	}
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
 	p.done, p.err = true, err
 	return c.drainAcksLocked()
 }
