@@ -1,0 +1,136 @@
+// Package store is Gantry's durable state on one node: persistent
+// sessions, their queued and in-flight QoS 1/2 messages, inbound QoS 2
+// packet ids and retained messages, kept in one bbolt file,
+// DataDir/gantry.db. It implements broker.Persister; the broker decides
+// what is durable and when, the store only writes and reads it.
+//
+// # On-disk layout (schema version 1)
+//
+// One bucket per record kind:
+//
+//	meta      "schema"    → big-endian uint64 schema version (1), written at creation
+//	          "lastAlive" → big-endian uint64 Unix ns of the last commit or idle stamp
+//	sessions  client id                           → session record
+//	entries   client id, 0x00, big-endian u64 seq → entry record
+//	qos2in    client id, 0x00, big-endian u16 pid → empty
+//	retained  topic                               → retained record
+//
+// MQTT client ids never contain U+0000, so the client id and 0x00 are an
+// unambiguous prefix: a prefix scan lists one session's queue in seq
+// order, and the keys of client "a" never match those of "ab". Open
+// refuses a file whose schema version is not 1, naming both versions.
+//
+// Records are a compact binary format, not JSON or gob. Every record starts
+// with a format-version byte (1); lengths and counts are uvarints, signed
+// times zig-zag varints, strings and byte strings a uvarint length then
+// the bytes:
+//
+//	session   1, client id, expiry uvarint, disconnectedAt varint,
+//	          n uvarint, n × (filter, options byte, subscription id uvarint),
+//	          will byte 0 | 1 then delay uvarint, expiry uvarint,
+//	                                has-message byte 0 | 1, message body
+//	entry     1, state byte, pid big-endian u16, qos byte,
+//	          flags byte (1 retain, 2 has message),
+//	          n uvarint, n × subscription id uvarint, [message body]
+//	retained  1, message body
+//
+//	message body: qos byte, origin byte, flags byte, topic, payload,
+//	          publisher client id, then the fields whose flag is set, in
+//	          this order: payload format byte (2), content type (4),
+//	          response topic (8), correlation data (16),
+//	          user properties (32: n uvarint, n × (key, value)),
+//	          expiresAt varint (64), username (128); flag 1 is Retain.
+//
+// The subscription options byte is MQTT v5's SUBSCRIBE options byte. An
+// entry's seq is only in its key; its state and packet id sit at a fixed
+// offset so that PersistEntryState patches them without decoding. The
+// decoders (DecodeSession, DecodeEntry, DecodeMessage) are fuzzed, bound
+// every allocation by the input's length, and return ErrCorrupt for bad
+// bytes, trailing bytes or an unknown format version.
+//
+// # What is durable
+//
+// A Persist call's operations are durable when its done is called with
+// nil: the transaction that holds them is committed and fsynced. Load
+// returns exactly the committed state: sessions (with their entries in
+// seq order and inbound QoS 2 ids), retained messages, and LastAlive, the
+// last meta.lastAlive stamp before this Open. The writer stamps it with
+// every commit, every Options.AliveInterval when idle, and on Close, so
+// after a crash it is at most AliveInterval old.
+//
+// # Group commit
+//
+// Persist encodes its operations on the caller's goroutine, appends them
+// and done to an in-memory queue under Store.mu, and wakes the writer; it
+// never waits for I/O. The single writer goroutine takes everything
+// queued, applies it in submission order in ONE bbolt Update transaction
+// (one fsync for any number of Persist calls), then hands the done
+// callbacks to the notifier goroutine, which calls them in submission
+// order with nil or with the transaction's error. While the writer
+// commits, new calls queue up for the next transaction, so the batch grows
+// with the load. When more than Options.MaxPendingOps operations are
+// queued, Persist blocks until the writer takes the queue
+// (backpressure).
+//
+// Operations: PersistSession, PersistEntry, PersistInboundQoS2 and
+// PersistRetained put a record (keyed by ClientID, or Session.ClientID
+// when ClientID is empty; by Entry.Seq, which a non-zero Seq must equal;
+// by Msg.Topic). DeleteSession deletes the session record, all its
+// entries and all its inbound QoS 2 ids. PersistEntryState rewrites State
+// and PID of an existing entry and ignores a missing one (already
+// acknowledged). Deleting a missing key does nothing. An op the store
+// cannot write (empty client id, key longer than bbolt's 32768 bytes,
+// missing record, mismatched ids, unknown kind) fails its own Persist call
+// with ErrInvalidOp before queueing, so it cannot fail other calls'
+// transaction.
+//
+// # Faults
+//
+// A failed transaction (disk full, I/O error) is rolled back by bbolt; the
+// done of every call in it gets an error wrapping ErrWriteFailed and the
+// cause ("store: write failed: ..."), and the next batch is tried afresh.
+// The broker's in-memory state then holds changes the disk lacks; it
+// should refuse the publish (reason code 0x80) and may persist the
+// affected session again.
+//
+// Open never starts empty over a file it cannot read; only a missing or
+// zero-byte file is initialised as new. A damaged or foreign file is
+// refused with ErrUnreadable ("restore it from a backup or move it away
+// to start empty"), a file still locked by another process after
+// Options.LockTimeout with ErrInUse, another schema with
+// ErrSchemaVersion. A record that does not decode fails Load with an
+// error naming it.
+//
+// # Compaction
+//
+// bbolt reuses freed pages but never shrinks its file. Usage compares the
+// file (tx.Size) with the pages of its buckets; when Usage().Sparse(),
+// Compact, called at start before Load, copies the database with
+// bbolt.Compact into DataDir/gantry.db.compact, renames it over the old
+// file and reopens it.
+//
+// # Concurrency contract
+//
+//   - Open, Compact, Load and Close are called by the owner (the
+//     broker's start and shutdown), in that order; Compact and Load
+//     before the first Persist.
+//   - Persist may be called from any number of goroutines at once. Ops of
+//     one goroutine are committed in its call order; calls racing on
+//     different goroutines are ordered by who took Store.mu first.
+//   - done runs on the notifier goroutine, never on the caller's and never
+//     on the writer's: it may call Persist (a callback that meets
+//     backpressure delays later callbacks, never the writer). It must not
+//     call Close, and should be short: callbacks run one after another.
+//   - Close stops accepting calls (later ones get done(ErrClosed) on a
+//     goroutine of their own), waits until the writer has committed
+//     everything queued and the notifier has called every done, stamps
+//     lastAlive, and closes the file. Close is idempotent.
+//   - Stats and Usage may be called at any time from any goroutine.
+//
+// Goroutines: one writer (runWriter) and one notifier (runNotifier),
+// started by Open and ended by Close. Locks: Store.mu guards the queue;
+// Store.dbMu is held for each transaction and by Compact, which replaces
+// the *bolt.DB; Store.notifyMu guards the notices; counters.mu guards the
+// statistics. No two of them are ever held at once, and none is held
+// while a done callback runs.
+package store

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names. One bucket per record kind; see doc.go for keys and values.
+const (
+	bucketMeta     = "meta"     // schemaKey, lastAliveKey
+	bucketSessions = "sessions" // client id → session record
+	bucketEntries  = "entries"  // client id, 0x00, uint64 seq → entry record
+	bucketQoS2In   = "qos2in"   // client id, 0x00, uint16 packet id → empty
+	bucketRetained = "retained" // topic → retained record
+)
+
+// Keys of the meta bucket.
+const (
+	schemaKey    = "schema"    // big-endian uint64 schema version
+	lastAliveKey = "lastAlive" // big-endian uint64 Unix ns of the last commit
+)
+
+// SchemaVersion is the layout of buckets and keys this package reads and
+// writes. It is written when the file is created and checked by Open.
+const SchemaVersion = 1
+
+// maxKeySize is bbolt's key limit; longer client ids or topics are refused
+// per Persist call rather than failing a whole group commit.
+const maxKeySize = bolt.MaxKeySize
+
+// allBuckets lists the buckets created with a new file.
+var allBuckets = [...]string{bucketMeta, bucketSessions, bucketEntries, bucketQoS2In, bucketRetained}
+
+// entryKey appends the entries-bucket key of (clientID, seq) to dst.
+func entryKey(dst []byte, clientID string, seq uint64) []byte {
+	dst = append(dst, clientID...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+// qos2Key appends the qos2in-bucket key of (clientID, pid) to dst.
+func qos2Key(dst []byte, clientID string, pid uint16) []byte {
+	dst = append(dst, clientID...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint16(dst, pid)
+}
+
+// sessionPrefix returns clientID followed by 0x00: the prefix of all the
+// session's keys in the entries and qos2in buckets. A client id never
+// contains 0x00, so the prefix of "a" does not match the keys of "ab".
+func sessionPrefix(clientID string) []byte {
+	p := make([]byte, 0, len(clientID)+1)
+	p = append(p, clientID...)
+	return append(p, 0)
+}
+
+// splitKey splits an entries or qos2in key into its client id and the
+// big-endian suffix of suffixLen bytes.
+func splitKey(k []byte, suffixLen int) (clientID string, suffix []byte, ok bool) {
+	sep := len(k) - suffixLen - 1
+	if sep < 1 || k[sep] != 0 {
+		return "", nil, false
+	}
+	return string(k[:sep]), k[sep+1:], true
+}
+
+// checkClientID validates a client id used as (part of) a key.
+func checkClientID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty client id", ErrInvalidOp)
+	case strings.IndexByte(id, 0) >= 0:
+		return fmt.Errorf("%w: client id %q contains U+0000", ErrInvalidOp, id)
+	case len(id)+9 > maxKeySize:
+		return fmt.Errorf("%w: client id of %d bytes is longer than the store's limit of %d", ErrInvalidOp, len(id), maxKeySize-9)
+	}
+	return nil
+}
+
+// checkTopic validates a retained topic used as a key.
+func checkTopic(topic string) error {
+	switch {
+	case topic == "":
+		return fmt.Errorf("%w: empty retained topic", ErrInvalidOp)
+	case len(topic) > maxKeySize:
+		return fmt.Errorf("%w: retained topic of %d bytes is longer than the store's limit of %d", ErrInvalidOp, len(topic), maxKeySize)
+	}
+	return nil
+}
+
+// putUint64 stores v big-endian under key in b.
+func putUint64(b *bolt.Bucket, key string, v uint64) error {
+	return b.Put([]byte(key), binary.BigEndian.AppendUint64(nil, v))
+}
+
+// getUint64 reads a big-endian uint64 from key in b; ok is false if the
+// key is missing or not 8 bytes.
+func getUint64(b *bolt.Bucket, key string) (v uint64, ok bool) {
+	raw := b.Get([]byte(key))
+	if len(raw) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(raw), true
+}

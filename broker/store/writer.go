@@ -1,0 +1,293 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"gantry/broker"
+)
+
+// queuedOp is a PersistOp encoded by Persist, ready for the writer.
+type queuedOp struct {
+	kind  broker.PersistKind
+	key   []byte // bucket key; for DeleteSession the client id and 0x00
+	val   []byte // encoded record of a put
+	state uint8  // PersistEntryState
+	pid   uint16 // PersistEntryState
+}
+
+// call is one Persist call waiting for its commit.
+type call struct {
+	done func(error)
+	ops  int
+	err  error // the call was refused before queueing (invalid op)
+}
+
+// notice is a committed (or failed) batch whose done callbacks are due.
+type notice struct {
+	calls []call
+	err   error
+}
+
+// Persist queues ops for the next group commit and returns without I/O;
+// done (may be nil) is called once, on the store's notifier goroutine,
+// with nil when they are durable or with the error (after Close: with
+// ErrClosed, on a goroutine of its own). Ops are encoded here, so the
+// records they point to may change as soon as Persist returns. Persist
+// blocks only while its ops would take a non-empty queue past
+// Options.MaxPendingOps (backpressure). An invalid op (empty client id,
+// key too long, missing record, unknown kind) fails the whole call with
+// ErrInvalidOp and nothing of it is written. Persist(nil, done) is a
+// barrier: its done comes after the done of every earlier call.
+func (s *Store) Persist(ops []broker.PersistOp, done func(error)) {
+	q, err := encodeOps(ops)
+	s.mu.Lock()
+	for !s.closed && len(s.ops) > 0 && len(s.ops)+len(q) > s.opts.MaxPendingOps {
+		s.space.Wait()
+	}
+	if s.closed {
+		s.mu.Unlock()
+		if done != nil {
+			go done(ErrClosed)
+		}
+		return
+	}
+	if err == nil {
+		s.ops = append(s.ops, q...)
+	}
+	s.calls = append(s.calls, call{done: done, ops: len(ops), err: err})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runWriter is the single writer goroutine: it commits whatever is
+// queued in one transaction, and stamps meta.lastAlive when nothing was
+// committed for AliveInterval.
+func (s *Store) runWriter() {
+	defer close(s.writerDone)
+	defer close(s.notifyQuit)
+	alive := time.NewTimer(s.opts.AliveInterval)
+	defer alive.Stop()
+	for {
+		select {
+		case <-s.wake:
+			if _, stamped := s.flush(); stamped {
+				alive.Reset(s.opts.AliveInterval)
+			}
+		case <-alive.C:
+			s.stampAlive()
+			alive.Reset(s.opts.AliveInterval)
+		case <-s.quit:
+			for took, _ := s.flush(); took; took, _ = s.flush() {
+			}
+			s.stampAlive()
+			return
+		}
+	}
+}
+
+// flush commits everything queued and hands the done callbacks to the
+// notifier. took reports whether anything was queued, stamped whether a
+// transaction committed (and so stamped meta.lastAlive).
+func (s *Store) flush() (took, stamped bool) {
+	s.mu.Lock()
+	ops, calls := s.ops, s.calls
+	s.ops, s.calls = s.spare[:0], nil
+	s.space.Broadcast()
+	s.mu.Unlock()
+	if len(calls) == 0 {
+		s.spare = ops
+		return false, false
+	}
+	var err error
+	if len(ops) > 0 {
+		err = s.commit(ops)
+		stamped = err == nil
+	}
+	clear(ops) // drop references to the encoded records
+	s.spare = ops
+	s.notify(calls, err)
+	return true, stamped
+}
+
+// commit applies ops in one write transaction (one fsync).
+func (s *Store) commit(ops []queuedOp) error {
+	start := time.Now()
+	var written int
+	err := s.update(func(tx *bolt.Tx) error {
+		n, skipped, err := applyOps(tx, ops)
+		if err != nil {
+			return err
+		}
+		if skipped > 0 {
+			s.log.Warn("store: entry state not updated: the stored entry is not a record this build reads",
+				"path", s.path, "entries", skipped)
+		}
+		written = n
+		if f := s.writeFault.Load(); f != nil {
+			if err := (*f)(); err != nil {
+				return err
+			}
+		}
+		return putUint64(tx.Bucket([]byte(bucketMeta)), lastAliveKey, uint64(time.Now().UnixNano()))
+	})
+	s.stats.commit(len(ops), written, time.Since(start), err)
+	if err == nil {
+		return nil
+	}
+	s.log.Error("store: write failed", "path", s.path, "ops", len(ops), "err", err)
+	if errors.Is(err, ErrClosed) {
+		return err
+	}
+	return &multiError{msg: "store: write failed: " + err.Error(), errs: []error{ErrWriteFailed, err}}
+}
+
+// stampAlive records that the node is alive in a transaction of its own.
+func (s *Store) stampAlive() {
+	start := time.Now()
+	err := s.update(func(tx *bolt.Tx) error {
+		return putUint64(tx.Bucket([]byte(bucketMeta)), lastAliveKey, uint64(time.Now().UnixNano()))
+	})
+	s.stats.commit(0, 0, time.Since(start), err)
+	if err != nil {
+		s.log.Warn("store: stamping last alive failed", "path", s.path, "err", err)
+	}
+}
+
+// buckets are the data buckets of one transaction.
+type buckets struct {
+	sessions, entries, qos2, retained *bolt.Bucket
+	skipped                           int // PersistEntryState on an unreadable entry
+}
+
+// applyOps applies ops in order and returns the bytes of keys and values
+// written and the number of entry state updates skipped.
+func applyOps(tx *bolt.Tx, ops []queuedOp) (written, skipped int, err error) {
+	b := buckets{
+		sessions: tx.Bucket([]byte(bucketSessions)),
+		entries:  tx.Bucket([]byte(bucketEntries)),
+		qos2:     tx.Bucket([]byte(bucketQoS2In)),
+		retained: tx.Bucket([]byte(bucketRetained)),
+	}
+	if b.sessions == nil || b.entries == nil || b.qos2 == nil || b.retained == nil {
+		return 0, 0, errors.New("store: a bucket is missing")
+	}
+	for i := range ops {
+		op := &ops[i]
+		if err := b.apply(op); err != nil {
+			return 0, 0, fmt.Errorf("op %d (kind %d): %w", i, op.kind, err)
+		}
+		written += len(op.key) + len(op.val)
+	}
+	return written, b.skipped, nil
+}
+
+func (b *buckets) apply(op *queuedOp) error {
+	switch op.kind {
+	case broker.PersistSession:
+		return b.sessions.Put(op.key, op.val)
+	case broker.DeleteSession:
+		if err := b.sessions.Delete(op.key[:len(op.key)-1]); err != nil {
+			return err
+		}
+		if err := deletePrefix(b.entries, op.key); err != nil {
+			return err
+		}
+		return deletePrefix(b.qos2, op.key)
+	case broker.PersistEntry:
+		return b.entries.Put(op.key, op.val)
+	case broker.PersistEntryState:
+		v := b.entries.Get(op.key)
+		if v == nil {
+			return nil // already acknowledged and deleted
+		}
+		patched, ok := patchEntryState(v, op.state, op.pid)
+		if !ok {
+			b.skipped++ // failing the batch would fail other clients' ops; Load reports the record
+			return nil
+		}
+		return b.entries.Put(op.key, patched)
+	case broker.DeleteEntry:
+		return b.entries.Delete(op.key)
+	case broker.PersistInboundQoS2:
+		return b.qos2.Put(op.key, op.val)
+	case broker.DeleteInboundQoS2:
+		return b.qos2.Delete(op.key)
+	case broker.PersistRetained:
+		return b.retained.Put(op.key, op.val)
+	case broker.DeleteRetained:
+		return b.retained.Delete(op.key)
+	}
+	return fmt.Errorf("%w: kind %d", ErrInvalidOp, op.kind)
+}
+
+// deletePrefix deletes every key of b that starts with prefix. It seeks
+// again after each delete: a bbolt cursor may skip a key when Next
+// follows Delete.
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notify hands a batch's done callbacks to the notifier goroutine, so
+// that a callback that calls Persist (and meets backpressure) can never
+// stall the writer.
+func (s *Store) notify(calls []call, err error) {
+	s.notifyMu.Lock()
+	s.notices = append(s.notices, notice{calls: calls, err: err})
+	s.notifyMu.Unlock()
+	select {
+	case s.notifyWake <- struct{}{}:
+	default:
+	}
+}
+
+// runNotifier calls done callbacks in commit order, then submission order.
+func (s *Store) runNotifier() {
+	defer close(s.notifierDone)
+	for {
+		select {
+		case <-s.notifyWake:
+			s.deliver()
+		case <-s.notifyQuit:
+			s.deliver()
+			return
+		}
+	}
+}
+
+func (s *Store) deliver() {
+	for {
+		s.notifyMu.Lock()
+		ns := s.notices
+		s.notices = nil
+		s.notifyMu.Unlock()
+		if len(ns) == 0 {
+			return
+		}
+		for _, n := range ns {
+			for _, c := range n.calls {
+				err := n.err
+				if c.err != nil {
+					err = c.err
+					s.stats.invalid(c.ops)
+				}
+				if c.done != nil {
+					c.done(err)
+				}
+			}
+		}
+	}
+}
