@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +41,9 @@ type conn struct {
 	outAliases      map[string]uint16 // writer only
 	problemInfo     bool              // client accepts reason strings
 
-	ackMu      sync.Mutex // guards acks, qos2In, inflightIn
+	ackMu      sync.Mutex // guards acks, inflightIn
 	acks       []*pendingAck
-	qos2In     map[uint16]struct{}
-	inflightIn int
+	inflightIn int // inbound QoS 1/2 not yet completed, against ReceiveMaximum
 
 	outMu    sync.Mutex // guards ctrl, spare
 	ctrl     []byte     // encoded control packets waiting for the writer
@@ -130,15 +130,35 @@ func (c *conn) readPacket() (packet.FixedHeader, []byte, error) {
 	if max := c.srv.opts.MaxPacketSize; uint64(h.Remaining)+uint64(n) > uint64(max) {
 		return h, nil, packet.PacketTooLarge
 	}
-	if cap(c.body) < h.Remaining {
-		c.body = make([]byte, h.Remaining)
-	}
-	body := c.body[:h.Remaining]
-	if _, err := io.ReadFull(c.br, body); err != nil {
+	body, err := c.readBody(h.Remaining)
+	if err != nil {
 		return h, nil, err
 	}
 	c.srv.stats.BytesIn.Add(uint64(n + h.Remaining))
 	return h, body, nil
+}
+
+// readBody reads n bytes into c.body. A buffer too small for them grows
+// as the bytes arrive, not to the claimed length at once: a client that
+// announces a huge packet costs only the memory of what it really sends.
+func (c *conn) readBody(n int) ([]byte, error) {
+	if n <= cap(c.body) {
+		body := c.body[:n]
+		_, err := io.ReadFull(c.br, body)
+		return body, err
+	}
+	body := c.body[:0]
+	for len(body) < n {
+		chunk := min(n-len(body), max(len(body), 64<<10))
+		body = slices.Grow(body, chunk)
+		got, err := io.ReadFull(c.br, body[len(body):len(body)+chunk])
+		body = body[:len(body)+got]
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.body = body
+	return body, nil
 }
 
 // readLoop handles packets until the connection ends.

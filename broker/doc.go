@@ -10,8 +10,10 @@
 // decodes packets and routes the messages it receives itself, and one
 // writer goroutine (conn.writeLoop), which sends control packets and the
 // messages queued for the session, coalescing everything queued into one
-// write call. Routing never blocks on a socket: it appends a delivery to
-// each matching session's bounded queue and wakes that session's writer.
+// write call (a WebSocket connection has a third, which pumps its frames
+// into a pipe: see wsConn). Routing never blocks on a socket: it appends a
+// delivery to each matching session's bounded queue and wakes that
+// session's writer.
 // Session timers (expiry, will delay) run on time.AfterFunc goroutines.
 // Every other goroutine is started through Server.goTracked and ends on
 // Shutdown.
@@ -20,9 +22,8 @@
 //
 // Lock order: conn.ackMu before session.mu; Server.mu before session.mu;
 // session.mu before conn.outMu. The subscription tree and the retained index have their own
-// read-write locks and are never held while another lock is taken, except
-// that the retained store's Match callback enqueues into a session
-// (session.mu). No lock is held during network I/O.
+// read-write locks and are never held while another lock is taken. No
+// lock is held during network I/O.
 //
 // # Publish pipeline
 //

@@ -40,6 +40,10 @@ func (s *Server) attach(c *conn, clientID string, cleanStart bool, expiry uint32
 		sess.conn = c
 		c.sess = sess
 		c.resend = sess.pendingResend()
+		// QoS 2 messages received on an earlier connection and not yet
+		// released count against the new one's Receive Maximum. The
+		// reader has not started: no lock needed for inflightIn.
+		c.inflightIn = len(sess.qos2In)
 		sess.mu.Unlock()
 		s.mu.Unlock()
 		return present

@@ -125,7 +125,7 @@ func (c *conn) admitQoS1() error {
 func (c *conn) admitQoS2(pid uint16) (dup bool, err error) {
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
-	if _, held := c.qos2In[pid]; held {
+	if c.sess.holdsQoS2(pid) {
 		if !c.ackPendingLocked(pid) {
 			c.queueAckLocked(packet.PUBREC, pid, packet.Success)
 		}
@@ -134,10 +134,7 @@ func (c *conn) admitQoS2(pid uint16) (dup bool, err error) {
 	if c.inflightIn >= int(c.srv.opts.ReceiveMaximum) {
 		return false, packet.ReceiveMaximumExceeded
 	}
-	if c.qos2In == nil {
-		c.qos2In = make(map[uint16]struct{})
-	}
-	c.qos2In[pid] = struct{}{}
+	c.sess.holdQoS2(pid)
 	c.inflightIn++
 	return false, nil
 }
@@ -250,7 +247,7 @@ func (c *conn) ackLocked(qos byte, pid uint16, rc error) {
 		return
 	}
 	if code.IsError() {
-		delete(c.qos2In, pid)
+		c.sess.releaseQoS2(pid)
 		c.inflightIn--
 	}
 	c.queueAckLocked(packet.PUBREC, pid, code)
@@ -289,8 +286,7 @@ func (c *conn) handleAck(a *packet.Ack) error {
 	case packet.PUBREL:
 		c.ackMu.Lock()
 		code := packet.Success
-		if _, ok := c.qos2In[a.PacketID]; ok && !c.ackPendingLocked(a.PacketID) {
-			delete(c.qos2In, a.PacketID)
+		if !c.ackPendingLocked(a.PacketID) && c.sess.releaseQoS2(a.PacketID) {
 			c.inflightIn--
 		} else {
 			code = packet.PacketIdentifierNotFound

@@ -43,19 +43,19 @@ type Server struct {
 
 // Stats are the broker's counters; read them with Snapshot.
 type Stats struct {
-	Connections       atomic.Int64
-	Connects          atomic.Uint64
-	Disconnects       atomic.Uint64
-	MessagesIn        atomic.Uint64
-	MessagesOut       atomic.Uint64
-	BytesIn           atomic.Uint64
-	BytesOut          atomic.Uint64
-	Dropped           atomic.Uint64 // queue full, expired, or too large for the client
-	AuthFailures      atomic.Uint64
-	RefusedPublishes  atomic.Uint64
-	MalformedPackets  atomic.Uint64
-	InflightOut       atomic.Int64
-	QueuedMessages    atomic.Int64
+	Connections      atomic.Int64
+	Connects         atomic.Uint64
+	Disconnects      atomic.Uint64
+	MessagesIn       atomic.Uint64
+	MessagesOut      atomic.Uint64
+	BytesIn          atomic.Uint64
+	BytesOut         atomic.Uint64
+	Dropped          atomic.Uint64 // queue full, expired, or too large for the client
+	AuthFailures     atomic.Uint64
+	RefusedPublishes atomic.Uint64
+	MalformedPackets atomic.Uint64
+	InflightOut      atomic.Int64
+	QueuedMessages   atomic.Int64
 }
 
 // New returns a server with opts (zero fields take their defaults).

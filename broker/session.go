@@ -44,6 +44,7 @@ type session struct {
 	subs     map[string]subscription // by filter as subscribed
 	queue    deque                   // deliveries waiting for a send slot
 	inflight map[uint16]outflight    // by packet identifier
+	qos2In   map[uint16]struct{}     // inbound QoS 2 identifiers awaiting PUBREL
 	seq      uint64
 	nextPID  uint16
 	dropped  uint64
@@ -61,6 +62,7 @@ func newSession(srv *Server, id string) *session {
 		srv:      srv,
 		subs:     make(map[string]subscription),
 		inflight: make(map[uint16]outflight),
+		qos2In:   make(map[uint16]struct{}),
 	}
 }
 
@@ -68,9 +70,24 @@ func newSession(srv *Server, id string) *session {
 // messages for an offline session are not kept.
 func (s *session) enqueue(d delivery) {
 	s.mu.Lock()
-	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
-		s.mu.Unlock()
+	queued := s.enqueueLocked(d)
+	c, ic := s.conn, s.inproc
+	s.mu.Unlock()
+	if !queued {
 		return
+	}
+	if c != nil {
+		c.wakeWriter()
+	} else if ic != nil {
+		ic.wake()
+	}
+}
+
+// enqueueLocked adds d to the queue without waking the writer; it reports
+// whether d was kept. The caller holds s.mu.
+func (s *session) enqueueLocked(d delivery) bool {
+	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
+		return false
 	}
 	if s.queue.len() >= s.srv.opts.MaxQueuedMessages {
 		s.queue.popFront()
@@ -80,13 +97,7 @@ func (s *session) enqueue(d delivery) {
 	}
 	s.queue.pushBack(d)
 	s.srv.stats.QueuedMessages.Add(1)
-	c, ic := s.conn, s.inproc
-	s.mu.Unlock()
-	if c != nil {
-		c.wakeWriter()
-	} else if ic != nil {
-		ic.wake()
-	}
+	return true
 }
 
 // allocPID returns a free packet identifier. The caller holds s.mu and has
@@ -177,6 +188,34 @@ func (s *session) release(pid uint16) bool {
 	return ok
 }
 
+// holdsQoS2 reports whether the inbound QoS 2 identifier pid awaits its
+// PUBREL. The identifiers are session state: a client that reconnects
+// to its session and sends the PUBLISH again is acknowledged, not routed
+// again.
+func (s *session) holdsQoS2(pid uint16) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.qos2In[pid]
+	return ok
+}
+
+// holdQoS2 records an inbound QoS 2 identifier until its PUBREL.
+func (s *session) holdQoS2(pid uint16) {
+	s.mu.Lock()
+	s.qos2In[pid] = struct{}{}
+	s.mu.Unlock()
+}
+
+// releaseQoS2 forgets an inbound QoS 2 identifier. It reports whether it
+// was held.
+func (s *session) releaseQoS2(pid uint16) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.qos2In[pid]
+	delete(s.qos2In, pid)
+	return ok
+}
+
 // clearState drops queued and inflight messages (session discarded).
 // The caller holds s.mu.
 func (s *session) clearState() {
@@ -184,6 +223,7 @@ func (s *session) clearState() {
 	s.srv.stats.InflightOut.Add(-int64(len(s.inflight)))
 	s.queue = deque{}
 	clear(s.inflight)
+	clear(s.qos2In)
 }
 
 // outgoing is a delivery chosen for sending.

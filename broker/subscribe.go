@@ -16,6 +16,11 @@ type retainedRequest struct {
 
 // handleSubscribe adds the subscriptions, answers SUBACK, then queues the
 // retained messages the subscriptions ask for.
+//
+// The retained messages are looked up before the SUBACK is queued, and
+// the SUBACK and they are queued together under the session lock: a
+// message published once the client has its SUBACK is not among them,
+// and is delivered once, live, after them.
 func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
 	var subID uint32
 	if len(sp.Props.SubscriptionIDs) > 0 {
@@ -33,10 +38,19 @@ func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
 			wants = append(wants, retainedRequest{filter: sub.Filter, qos: sub.Options.QoS, subID: subID})
 		}
 	}
-	c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) })
+	var retained []delivery
 	for _, w := range wants {
-		c.srv.sendRetained(c.sess, w)
+		retained = c.srv.collectRetained(retained, w)
 	}
+	c.sess.mu.Lock()
+	c.outMu.Lock()
+	c.ctrl = ack.Append(c.ctrl, c.version)
+	c.outMu.Unlock()
+	for _, d := range retained {
+		c.sess.enqueueLocked(d)
+	}
+	c.sess.mu.Unlock()
+	c.wakeWriter()
 	return nil
 }
 
@@ -71,14 +85,22 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 
 // sendRetained queues the retained messages matching a new subscription.
 func (s *Server) sendRetained(sess *session, w retainedRequest) {
+	for _, d := range s.collectRetained(nil, w) {
+		sess.enqueue(d)
+	}
+}
+
+// collectRetained appends the deliveries of the retained messages matching
+// a new subscription to dst.
+func (s *Server) collectRetained(dst []delivery, w retainedRequest) []delivery {
 	now := time.Now().UnixNano()
 	s.retained.Match(w.filter, func(m *Message) bool {
-		if m.Expired(now) {
-			return true
+		if !m.Expired(now) {
+			dst = append(dst, delivery{msg: m, qos: min(m.QoS, w.qos), retain: true, subID: w.subID})
 		}
-		sess.enqueue(delivery{msg: m, qos: min(m.QoS, w.qos), retain: true, subID: w.subID})
 		return true
 	})
+	return dst
 }
 
 // handleUnsubscribe removes subscriptions and answers UNSUBACK.
