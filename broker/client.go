@@ -77,7 +77,6 @@ func (c *Client) run() {
 			for i := range out {
 				if out[i].qos > 0 {
 					delete(c.sess.inflight, out[i].pid) // delivered in process: complete at once
-					c.srv.stats.InflightOut.Add(-1)
 				}
 			}
 			c.sess.mu.Unlock()

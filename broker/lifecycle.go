@@ -113,6 +113,7 @@ func (s *Server) discardLocked(sess *session) {
 	sess.mu.Unlock()
 	for _, f := range filters {
 		s.subs.Unsubscribe(sess, f)
+		sess.nsubs.Add(-1)
 	}
 	if s.sessions[sess.id] == sess {
 		delete(s.sessions, sess.id)

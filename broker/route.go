@@ -106,6 +106,12 @@ func (r *router) collect(m *Message) {
 		if e.Options.NoLocal && e.Client.id == m.ClientID && m.Origin == OriginClient {
 			continue
 		}
+		if e.Client.nsubs.Load() <= 1 {
+			// One subscription cannot overlap with itself: no need to
+			// look for an earlier target of this session.
+			r.targets = append(r.targets, target{sess: e.Client, qos: e.Options.QoS, rap: e.Options.RetainAsPublished, subID: e.SubID})
+			continue
+		}
 		i, seen := r.index[e.Client]
 		if !seen {
 			r.index[e.Client] = len(r.targets)

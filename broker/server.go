@@ -41,7 +41,8 @@ type Server struct {
 	wg     sync.WaitGroup // every goroutine the server starts
 }
 
-// Stats are the broker's counters; read them with Snapshot.
+// Stats are the broker's counters, updated atomically; read them with
+// their Load methods.
 type Stats struct {
 	Connections      atomic.Int64
 	Connects         atomic.Uint64
@@ -54,8 +55,27 @@ type Stats struct {
 	AuthFailures     atomic.Uint64
 	RefusedPublishes atomic.Uint64
 	MalformedPackets atomic.Uint64
-	InflightOut      atomic.Int64
-	QueuedMessages   atomic.Int64
+}
+
+// QueueCounts returns the messages waiting in session queues and the QoS
+// 1/2 messages in flight to clients, summed over the sessions. It takes
+// every session's lock in turn: for metrics, not for the hot path, which
+// keeps no global counter of them so that routing does not contend on one
+// cache line.
+func (s *Server) QueueCounts() (queued, inflight int) {
+	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range sessions {
+		sess.mu.Lock()
+		queued += sess.queue.len()
+		inflight += len(sess.inflight)
+		sess.mu.Unlock()
+	}
+	return queued, inflight
 }
 
 // New returns a server with opts (zero fields take their defaults).

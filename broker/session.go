@@ -3,6 +3,7 @@ package broker
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gantry/broker/packet"
@@ -37,14 +38,19 @@ type session struct {
 	id  string
 	srv *Server
 
-	mu       sync.Mutex              // guards every field below
-	conn     *conn                   // attached connection, nil while offline
-	inproc   *Client                 // set for in-process clients
-	expiry   uint32                  // seconds kept after disconnect
-	subs     map[string]subscription // by filter as subscribed
-	queue    deque                   // deliveries waiting for a send slot
-	inflight map[uint16]outflight    // by packet identifier
-	qos2In   map[uint16]struct{}     // inbound QoS 2 identifiers awaiting PUBREL
+	mu     sync.Mutex              // guards every field below
+	conn   *conn                   // attached connection, nil while offline
+	inproc *Client                 // set for in-process clients
+	expiry uint32                  // seconds kept after disconnect
+	subs   map[string]subscription // by filter as subscribed
+	// nsubs counts the session's subscriptions in the tree, read without
+	// the lock by the router: raised before a tree insert and lowered
+	// after a tree removal, so it is never below the entries a Match can
+	// return for the session.
+	nsubs    atomic.Int32
+	queue    deque                // deliveries waiting for a send slot
+	inflight map[uint16]outflight // by packet identifier
+	qos2In   map[uint16]struct{}  // inbound QoS 2 identifiers awaiting PUBREL
 	seq      uint64
 	nextPID  uint16
 	dropped  uint64
@@ -93,10 +99,8 @@ func (s *session) enqueueLocked(d delivery) bool {
 		s.queue.popFront()
 		s.dropped++
 		s.srv.stats.Dropped.Add(1)
-		s.srv.stats.QueuedMessages.Add(-1)
 	}
 	s.queue.pushBack(d)
-	s.srv.stats.QueuedMessages.Add(1)
 	return true
 }
 
@@ -122,7 +126,6 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 		d := s.queue.front()
 		if d.msg.Expired(now) {
 			s.queue.popFront()
-			s.srv.stats.QueuedMessages.Add(-1)
 			s.srv.stats.Dropped.Add(1)
 			continue
 		}
@@ -134,11 +137,9 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 			pid = s.allocPID()
 			s.seq++
 			s.inflight[pid] = outflight{delivery: *d, seq: s.seq}
-			s.srv.stats.InflightOut.Add(1)
 		}
 		dst = append(dst, outgoing{delivery: *d, pid: pid})
 		s.queue.popFront()
-		s.srv.stats.QueuedMessages.Add(-1)
 	}
 	return dst
 }
@@ -170,7 +171,6 @@ func (s *session) complete(pid uint16) bool {
 	_, ok := s.inflight[pid]
 	if ok {
 		delete(s.inflight, pid)
-		s.srv.stats.InflightOut.Add(-1)
 	}
 	s.mu.Unlock()
 	return ok
@@ -219,8 +219,6 @@ func (s *session) releaseQoS2(pid uint16) bool {
 // clearState drops queued and inflight messages (session discarded).
 // The caller holds s.mu.
 func (s *session) clearState() {
-	s.srv.stats.QueuedMessages.Add(-int64(s.queue.len()))
-	s.srv.stats.InflightOut.Add(-int64(len(s.inflight)))
 	s.queue = deque{}
 	clear(s.inflight)
 	clear(s.qos2In)

@@ -75,6 +75,9 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 		return packet.QuotaExceeded, false, nil
 	}
 	sess.subs[sub.Filter] = subscription{opts: sub.Options, subID: subID}
+	if !had {
+		sess.nsubs.Add(1) // before the tree insert: see router.collect
+	}
 	sess.mu.Unlock()
 	existed := s.subs.Subscribe(topic.Entry[*session]{Client: sess, Filter: sub.Filter, Options: sub.Options, SubID: subID, Group: group})
 	s.emit(Event{Kind: EventSubscribe, ClientID: sess.id, Username: info.Username, Filter: sub.Filter, QoS: sub.Options.QoS})
@@ -125,6 +128,7 @@ func (s *Server) unsubscribe(sess *session, info *ConnInfo, filter string) packe
 		return packet.NoSubscriptionExisted
 	}
 	s.subs.Unsubscribe(sess, filter)
+	sess.nsubs.Add(-1) // after the tree removal: see router.collect
 	s.emit(Event{Kind: EventUnsubscribe, ClientID: sess.id, Username: info.Username, Filter: filter})
 	return packet.Success
 }

@@ -1,0 +1,138 @@
+package broker_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+)
+
+// drainingSubscribers connects n raw v5 clients subscribed to filter at
+// QoS 0 whose sockets are read and discarded, so that the writers run as
+// they would against fast clients.
+func drainingSubscribers(t testing.TB, srv *testServer, n int, filter string) {
+	t.Helper()
+	for i := range n {
+		c, _ := connectRaw(t, srv.addr, v5Connect(fmt.Sprintf("sub-%d", i)))
+		c.subscribe(1, 0, sub(filter, 0))
+		go io.Copy(io.Discard, c.nc)
+	}
+}
+
+// TestRoutingDoesNotAllocatePerSubscriber: delivering one QoS 0 message
+// to 500 subscribers allocates no more than delivering it to one.
+func TestRoutingDoesNotAllocatePerSubscriber(t *testing.T) {
+	allocs := map[int]float64{}
+	for _, n := range []int{1, 500} {
+		srv := startServer(t, broker.Options{MaxQueuedMessages: 1 << 20})
+		drainingSubscribers(t, srv, n, "plant/+/temp")
+		m := &broker.Message{Topic: "plant/l1/temp", Payload: []byte("21.5")}
+		for range 1000 { // warm up queues, buffers and pools
+			srv.Deliver(m)
+		}
+		allocs[n] = testing.AllocsPerRun(2000, func() { srv.Deliver(m) })
+	}
+	t.Logf("allocations per message: 1 subscriber %.2f, 500 subscribers %.2f", allocs[1], allocs[500])
+	if allocs[500] > allocs[1]+0.5 {
+		t.Fatalf("routing to 500 subscribers allocates %.2f per message, to 1 subscriber %.2f: allocation per subscriber", allocs[500], allocs[1])
+	}
+}
+
+// countingListener counts the Write calls of every accepted connection.
+type countingListener struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, writes: &l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// TestWriterCoalesces: messages routed faster than a socket write takes
+// leave in far fewer write calls than messages.
+func TestWriterCoalesces(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &countingListener{Listener: inner}
+	srv := serveOn(t, broker.Options{MaxQueuedMessages: 1 << 20}, l, anonymousTCP)
+	drainingSubscribers(t, srv, 1, "c/#")
+	before := l.writes.Load()
+	const n = 5000
+	m := &broker.Message{Topic: "c/x", Payload: make([]byte, 64)}
+	for range n {
+		srv.Deliver(m)
+	}
+	eventually(t, waitTimeout, func() error {
+		if got := srv.Stats().MessagesOut.Load(); got < n {
+			return fmt.Errorf("%d of %d messages sent", got, n)
+		}
+		return nil
+	})
+	writes := l.writes.Load() - before
+	t.Logf("%d messages in %d write calls", n, writes)
+	if writes > n/5 {
+		t.Fatalf("%d messages took %d write calls: the writer does not coalesce", n, writes)
+	}
+}
+
+func benchmarkFanout(b *testing.B, subscribers int) {
+	srv := startServer(b, broker.Options{MaxQueuedMessages: 1 << 20})
+	drainingSubscribers(b, srv, subscribers, "bench/#")
+	m := &broker.Message{Topic: "bench/line1/temp", Payload: make([]byte, 16)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		srv.Deliver(m)
+	}
+}
+
+func BenchmarkRouteFanout1(b *testing.B)    { benchmarkFanout(b, 1) }
+func BenchmarkRouteFanout100(b *testing.B)  { benchmarkFanout(b, 100) }
+func BenchmarkRouteFanout1000(b *testing.B) { benchmarkFanout(b, 1000) }
+
+// BenchmarkPublishDecodeRoute measures the inbound path of one QoS 0
+// PUBLISH from a network client to one subscriber: decode, copy, route.
+func BenchmarkPublishDecodeRoute(b *testing.B) {
+	srv := startServer(b, broker.Options{MaxQueuedMessages: 1 << 20})
+	drainingSubscribers(b, srv, 1, "bench/#")
+	pub, _ := connectRaw(b, srv.addr, v5Connect("bench-pub"))
+	p := &packet.Publish{Topic: []byte("bench/line1/temp"), Payload: make([]byte, 16)}
+	batch := make([]byte, 0, 64*1024)
+	for len(batch)+p.Size(packet.V5) <= cap(batch) {
+		batch = p.Append(batch, packet.V5)
+	}
+	perBatch := int64(len(batch) / p.Size(packet.V5))
+	b.ReportAllocs()
+	b.ResetTimer()
+	sent := int64(0)
+	for sent < int64(b.N) {
+		pub.send(batch)
+		sent += perBatch
+	}
+	eventually(b, waitTimeout, func() error {
+		if got := srv.Stats().MessagesIn.Load(); got < uint64(sent) {
+			return fmt.Errorf("%d of %d in", got, sent)
+		}
+		return nil
+	})
+}
