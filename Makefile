@@ -24,8 +24,11 @@ endif
 run: build
 	./bin/gantry -dev
 
+# Everything under the race detector, then the allocation tests again
+# without it (the race detector makes sync.Pool drop items).
 test: build
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -count=1 -run 'Alloc' ./broker/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
