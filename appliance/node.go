@@ -17,6 +17,7 @@ import (
 	"gantry/appliance/config"
 	"gantry/broker"
 	"gantry/broker/auth"
+	"gantry/broker/store"
 )
 
 // Version is the build's version, set with -ldflags at release time.
@@ -32,6 +33,7 @@ type Node struct {
 	Users    *auth.Store
 	authn    *auth.Authenticator
 	throttle *auth.Throttle
+	store    *store.Store // nil without durability
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
@@ -68,6 +70,11 @@ func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, erro
 	n.authn = auth.NewAuthenticator(users, n.throttle, log)
 	b.SetAuthenticator(n.authn)
 	b.SetAuthorizer(auth.NewRules(users))
+	if cfg.Durability.Enabled {
+		if err := n.openDurability(); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
@@ -243,5 +250,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	err := n.Broker.Shutdown(ctx)
 	n.wg.Wait()
+	if n.store != nil {
+		// After the broker: its last session records go in first.
+		if cerr := n.store.Close(); err == nil {
+			err = cerr
+		}
+	}
 	return err
 }

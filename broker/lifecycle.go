@@ -44,6 +44,8 @@ func (s *Server) attach(c *conn, clientID string, cleanStart bool, expiry uint32
 		// released count against the new one's Receive Maximum. The
 		// reader has not started: no lock needed for inflightIn.
 		c.inflightIn = len(sess.qos2In)
+		sess.disconnectedAt = 0
+		sess.saveLocked(0, nil)
 		sess.mu.Unlock()
 		s.mu.Unlock()
 		return present
@@ -79,14 +81,16 @@ func (s *Server) detach(c *conn, publishWill bool) {
 	} else {
 		sess.will = nil
 	}
+	sess.disconnectedAt = time.Now().UnixNano()
 	switch sess.expiry {
 	case 0:
 		sess.mu.Unlock()
 		s.discardLocked(sess)
 		sess.mu.Lock()
 	case 0xFFFFFFFF:
-		// never expires
+		sess.saveLocked(sess.disconnectedAt, nil) // never expires
 	default:
+		sess.saveLocked(sess.disconnectedAt, nil)
 		sess.expiryTimer = time.AfterFunc(time.Duration(sess.expiry)*time.Second, func() { s.expire(sess) })
 	}
 	info := sess.info
@@ -104,6 +108,10 @@ func (s *Server) discardLocked(sess *session) {
 	sess.gone = true
 	stopTimer(&sess.expiryTimer)
 	stopTimer(&sess.willTimer)
+	if sess.stored && s.persist != nil {
+		sess.stored = false
+		s.persistOps(nil, PersistOp{Kind: DeleteSession, ClientID: sess.id})
+	}
 	filters := make([]string, 0, len(sess.subs))
 	for f := range sess.subs {
 		filters = append(filters, f)
@@ -149,6 +157,9 @@ func (s *Server) fireWill(sess *session) {
 	}
 	sess.will = nil
 	sess.willTimer = nil
+	if w != nil {
+		sess.saveLocked(sess.disconnectedAt, nil) // the will is gone
+	}
 	sess.mu.Unlock()
 	if w != nil {
 		s.publishWill(w, &info)

@@ -11,14 +11,36 @@ import (
 // pendingAck is an inbound QoS 1/2 publish whose acknowledgement waits for
 // the publish pipeline. It is the Resolver handed to deferring hooks.
 type pendingAck struct {
-	c        *conn
-	msg      *Message
-	pid      uint16
-	qos      byte
-	nextHook int   // hook to run after a deferral resolves
-	done     bool  // pipeline finished
-	err      error // refusal, nil when accepted
+	c         *conn
+	msg       *Message
+	pid       uint16
+	qos       byte
+	nextHook  int   // hook to run after a deferral resolves
+	done      bool  // pipeline finished
+	err       error // refusal, nil when accepted
+	routed    bool  // delivered to the subscribers
+	persisted bool  // its QoS 2 identifier was handed to the persister
+	storing   bool  // waiting for the persister to make it durable
 }
+
+// stored is the persister's answer for a message whose acknowledgement
+// waits for the store.
+func (p *pendingAck) stored(err error) {
+	c := p.c
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	p.storing = false
+	if err != nil {
+		c.srv.stats.StoreFailures.Add(1)
+		c.srv.opts.Logger.Error("store write failed: publish refused", "component", "broker", "client", c.info.ClientID, "topic", p.msg.Topic, "err", err)
+		p.err = errStoreFailed
+	}
+	c.drainAcksLocked()
+}
+
+// errStoreFailed refuses a publish whose storing failed (disk full, I/O
+// error): MQTT 5 reason 0x80.
+var errStoreFailed = packet.UnspecifiedError
 
 // Resolve implements Resolver. The remaining hooks run without c.ackMu
 // held, so that a hook may resolve another deferred publish of the same
@@ -54,11 +76,13 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		return packet.RetainNotSupported
 	}
 	c.srv.stats.MessagesIn.Add(1)
+	persisted := false
 	if p.QoS == 2 {
-		dup, err := c.admitQoS2(p.PacketID)
+		dup, held, err := c.admitQoS2(p.PacketID)
 		if err != nil || dup {
 			return err
 		}
+		persisted = held
 	} else if p.QoS == 1 {
 		if err := c.admitQoS1(); err != nil {
 			return err
@@ -79,7 +103,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		c.srv.route(m)
 		return nil
 	}
-	return c.pipeline(m, p.PacketID)
+	return c.pipeline(m, p.PacketID, persisted)
 }
 
 // resolveTopic applies an inbound topic alias and validates the topic.
@@ -121,22 +145,23 @@ func (c *conn) admitQoS1() error {
 
 // admitQoS2 registers an inbound QoS 2 packet identifier. It reports dup
 // when the identifier is already held: the message was received before,
-// so it is acknowledged again but not routed again.
-func (c *conn) admitQoS2(pid uint16) (dup bool, err error) {
+// so it is acknowledged again but not routed again; and persisted when
+// the identifier went to the persister.
+func (c *conn) admitQoS2(pid uint16) (dup, persisted bool, err error) {
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
 	if c.sess.holdsQoS2(pid) {
 		if !c.ackPendingLocked(pid) {
 			c.queueAckLocked(packet.PUBREC, pid, packet.Success)
 		}
-		return true, nil
+		return true, false, nil
 	}
 	if c.inflightIn >= int(c.srv.opts.ReceiveMaximum) {
-		return false, packet.ReceiveMaximumExceeded
+		return false, false, packet.ReceiveMaximumExceeded
 	}
-	c.sess.holdQoS2(pid)
+	persisted = c.sess.holdQoS2(pid)
 	c.inflightIn++
-	return false, nil
+	return false, persisted, nil
 }
 
 func (c *conn) ackPendingLocked(pid uint16) bool {
@@ -148,17 +173,23 @@ func (c *conn) ackPendingLocked(pid uint16) bool {
 	return false
 }
 
-// pipeline runs the hooks for a QoS 1/2 message and acknowledges it in
-// arrival order.
-func (c *conn) pipeline(m *Message, pid uint16) error {
+// pipeline runs the hooks for a QoS 1/2 message, routes it, waits for the
+// store when it had to be stored, and acknowledges it in arrival order.
+func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 	c.ackMu.Lock()
 	if len(c.acks) == 0 && len(c.srv.hooks) == 0 {
-		c.srv.route(m) // fast path: nothing to wait for
-		c.ackLocked(m.QoS, pid, nil)
+		// Fast path: no earlier publish and no hook to wait for.
+		if c.srv.route(m) || persisted {
+			p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, routed: true, storing: true}
+			c.acks = append(c.acks, p)
+			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
+		} else {
+			c.ackLocked(m.QoS, pid, nil)
+		}
 		c.ackMu.Unlock()
 		return nil
 	}
-	p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS}
+	p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, persisted: persisted}
 	c.acks = append(c.acks, p)
 	c.ackMu.Unlock()
 	// The hooks run without c.ackMu held: one may resolve an earlier
@@ -179,15 +210,23 @@ func (c *conn) pipeline(m *Message, pid uint16) error {
 func (c *conn) drainAcksLocked() error {
 	var refused error
 	n := 0
-	for ; n < len(c.acks) && c.acks[n].done; n++ {
+	for ; n < len(c.acks); n++ {
 		p := c.acks[n]
-		if p.err == nil {
-			c.srv.route(p.msg)
-		} else if err := c.refusalLocked(p.msg, p.pid, p.err); err != nil && refused == nil {
-			refused = err
+		if !p.done || p.storing {
+			break
+		}
+		if p.err == nil && !p.routed {
+			p.routed = true
+			if c.srv.route(p.msg) || p.persisted {
+				p.storing = true
+				c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
+				break
+			}
 		}
 		if p.err == nil {
 			c.ackLocked(p.qos, p.pid, nil)
+		} else if err := c.refusalLocked(p.msg, p.pid, p.err); err != nil && refused == nil {
+			refused = err
 		}
 		c.acks[n] = nil
 	}
@@ -247,7 +286,7 @@ func (c *conn) ackLocked(qos byte, pid uint16, rc error) {
 		return
 	}
 	if code.IsError() {
-		c.sess.releaseQoS2(pid)
+		c.sess.releaseQoS2(pid, nil)
 		c.inflightIn--
 	}
 	c.queueAckLocked(packet.PUBREC, pid, code)
@@ -284,17 +323,37 @@ func (c *conn) handleAck(a *packet.Ack) error {
 			return r.Append(b, c.version)
 		})
 	case packet.PUBREL:
-		c.ackMu.Lock()
-		code := packet.Success
-		if !c.ackPendingLocked(a.PacketID) && c.sess.releaseQoS2(a.PacketID) {
-			c.inflightIn--
-		} else {
-			code = packet.PacketIdentifierNotFound
-		}
-		c.queueAckLocked(packet.PUBCOMP, a.PacketID, code)
-		c.ackMu.Unlock()
+		c.handlePubrel(a.PacketID)
 	}
 	return nil
+}
+
+// handlePubrel releases an inbound QoS 2 identifier and answers PUBCOMP;
+// for a durable session only once the release is on disk, so that a new
+// message reusing the identifier after a restart is not taken for a
+// duplicate.
+func (c *conn) handlePubrel(pid uint16) {
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if c.ackPendingLocked(pid) {
+		c.queueAckLocked(packet.PUBCOMP, pid, packet.PacketIdentifierNotFound)
+		return
+	}
+	held, deferred := c.sess.releaseQoS2(pid, func(error) {
+		// Even when the delete failed the identifier is released in
+		// memory; the worst case after a restart is a duplicate dropped.
+		c.ackMu.Lock()
+		c.queueAckLocked(packet.PUBCOMP, pid, packet.Success)
+		c.ackMu.Unlock()
+	})
+	if !held {
+		c.queueAckLocked(packet.PUBCOMP, pid, packet.PacketIdentifierNotFound)
+		return
+	}
+	c.inflightIn--
+	if !deferred {
+		c.queueAckLocked(packet.PUBCOMP, pid, packet.Success)
+	}
 }
 
 // reasonOf maps an error to the reason code sent to the client.

@@ -71,25 +71,29 @@ func (s *Server) Deliver(m *Message) {
 }
 
 // route stores a retained message and delivers m to every matching
-// session.
-func (s *Server) route(m *Message) {
+// session. It reports whether it handed anything to the persister: a
+// QoS 1/2 publisher's acknowledgement must then wait for the store.
+func (s *Server) route(m *Message) (persisted bool) {
 	if m.Retain {
-		s.storeRetained(m)
+		persisted = s.storeRetained(m)
 	}
 	r := s.routers.Get().(*router)
 	r.matches = s.subs.Match(m.Topic, r.matches[:0], onlineOrInproc)
 	if len(r.matches) == 0 {
 		s.routers.Put(r)
-		return
+		return persisted
 	}
 	r.collect(m)
 	for i := range r.targets {
 		t := &r.targets[i]
 		d := delivery{msg: m, qos: min(m.QoS, t.qos), retain: m.Retain && t.rap, subID: t.subID, more: t.more}
-		t.sess.enqueue(d)
+		if t.sess.enqueue(d) {
+			persisted = true
+		}
 	}
 	r.reset()
 	s.routers.Put(r)
+	return persisted
 }
 
 // collect folds the matched entries into one target per session.
@@ -141,8 +145,9 @@ func (r *router) reset() {
 	}
 }
 
-// storeRetained sets or clears the retained message of m's topic.
-func (s *Server) storeRetained(m *Message) {
+// storeRetained sets or clears the retained message of m's topic, and
+// reports whether it handed the change to the persister.
+func (s *Server) storeRetained(m *Message) bool {
 	var err error
 	if len(m.Payload) == 0 {
 		err = s.retained.Delete(m.Topic)
@@ -152,6 +157,15 @@ func (s *Server) storeRetained(m *Message) {
 	if err != nil {
 		s.opts.Logger.Error("retained store failed", "component", "broker", "topic", m.Topic, "err", err)
 	}
+	if s.persist == nil {
+		return false
+	}
+	if len(m.Payload) == 0 {
+		s.persistOps(nil, PersistOp{Kind: DeleteRetained, Topic: m.Topic})
+	} else {
+		s.persistOps(nil, PersistOp{Kind: PersistRetained, Topic: m.Topic, Msg: m})
+	}
+	return true
 }
 
 // internalResolver completes a deferred publish made inside the broker.

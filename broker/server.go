@@ -21,6 +21,7 @@ type Server struct {
 
 	subs     *topic.Tree[*session]
 	retained RetainedStore
+	persist  Persister // nil: state lives in memory only
 
 	auth      Authenticator
 	authz     Authorizer
@@ -55,6 +56,7 @@ type Stats struct {
 	AuthFailures     atomic.Uint64
 	RefusedPublishes atomic.Uint64
 	MalformedPackets atomic.Uint64
+	StoreFailures    atomic.Uint64 // publishes refused because the store failed to write
 }
 
 // QueueCounts returns the messages waiting in session queues and the QoS

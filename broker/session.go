@@ -16,6 +16,7 @@ type delivery struct {
 	retain bool   // retain flag to send
 	subID  uint32 // first subscription identifier, 0 = none
 	more   []uint32
+	entry  uint64 // number in the durable store, 0 when not stored
 }
 
 // outflight is a QoS 1/2 delivery sent and not yet completed.
@@ -55,6 +56,11 @@ type session struct {
 	nextPID  uint16
 	dropped  uint64
 	gone     bool // removed from the server; deliveries are ignored
+	stored   bool // the persister holds a record of this session
+	// disconnectedAt is when the last connection closed (Unix ns), 0
+	// while connected.
+	disconnectedAt int64
+	entrySeq       uint64 // last entry number given to a stored delivery
 
 	expiryTimer *time.Timer
 	will        *willSpec // pending will of the last connection
@@ -73,35 +79,41 @@ func newSession(srv *Server, id string) *session {
 }
 
 // enqueue adds d to the session's queue and wakes its writer. QoS 0
-// messages for an offline session are not kept.
-func (s *session) enqueue(d delivery) {
+// messages for an offline session are not kept. It reports whether d was
+// handed to the persister (the publisher's acknowledgement must then wait
+// for the store).
+func (s *session) enqueue(d delivery) (persisted bool) {
 	s.mu.Lock()
-	queued := s.enqueueLocked(d)
+	queued, persisted := s.enqueueLocked(d)
 	c, ic := s.conn, s.inproc
 	s.mu.Unlock()
 	if !queued {
-		return
+		return persisted
 	}
 	if c != nil {
 		c.wakeWriter()
 	} else if ic != nil {
 		ic.wake()
 	}
+	return persisted
 }
 
 // enqueueLocked adds d to the queue without waking the writer; it reports
-// whether d was kept. The caller holds s.mu.
-func (s *session) enqueueLocked(d delivery) bool {
+// whether d was kept and whether it was handed to the persister. The
+// caller holds s.mu.
+func (s *session) enqueueLocked(d delivery) (kept, persisted bool) {
 	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
-		return false
+		return false, false
 	}
 	if s.queue.len() >= s.srv.opts.MaxQueuedMessages {
+		s.forgetEntryLocked(s.queue.front().entry)
 		s.queue.popFront()
 		s.dropped++
 		s.srv.stats.Dropped.Add(1)
 	}
+	persisted = s.persistEntryLocked(&d)
 	s.queue.pushBack(d)
-	return true
+	return true, persisted
 }
 
 // allocPID returns a free packet identifier. The caller holds s.mu and has
@@ -125,6 +137,7 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 	for s.queue.len() > 0 && len(dst) < cap(dst) {
 		d := s.queue.front()
 		if d.msg.Expired(now) {
+			s.forgetEntryLocked(d.entry)
 			s.queue.popFront()
 			s.srv.stats.Dropped.Add(1)
 			continue
@@ -137,6 +150,11 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 			pid = s.allocPID()
 			s.seq++
 			s.inflight[pid] = outflight{delivery: *d, seq: s.seq}
+			if d.qos == 2 {
+				// Sent with this identifier: after a restart it must be
+				// sent again as a duplicate, not as a new message.
+				s.entryStateLocked(d.entry, EntrySent, pid)
+			}
 		}
 		dst = append(dst, outgoing{delivery: *d, pid: pid})
 		s.queue.popFront()
@@ -168,9 +186,10 @@ func cmpUint64(a, b uint64) int {
 // complete removes pid from flight. It reports whether it was there.
 func (s *session) complete(pid uint16) bool {
 	s.mu.Lock()
-	_, ok := s.inflight[pid]
+	f, ok := s.inflight[pid]
 	if ok {
 		delete(s.inflight, pid)
+		s.forgetEntryLocked(f.entry)
 	}
 	s.mu.Unlock()
 	return ok
@@ -181,9 +200,10 @@ func (s *session) release(pid uint16) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, ok := s.inflight[pid]
-	if ok {
+	if ok && !f.released {
 		f.released = true
 		s.inflight[pid] = f
+		s.entryStateLocked(f.entry, EntryReleased, pid)
 	}
 	return ok
 }
@@ -199,21 +219,33 @@ func (s *session) holdsQoS2(pid uint16) bool {
 	return ok
 }
 
-// holdQoS2 records an inbound QoS 2 identifier until its PUBREL.
-func (s *session) holdQoS2(pid uint16) {
+// holdQoS2 records an inbound QoS 2 identifier until its PUBREL. It
+// reports whether the identifier was handed to the persister.
+func (s *session) holdQoS2(pid uint16) (persisted bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.qos2In[pid] = struct{}{}
-	s.mu.Unlock()
+	if s.durable() {
+		s.srv.persistOps(nil, PersistOp{Kind: PersistInboundQoS2, ClientID: s.id, PID: pid})
+		return true
+	}
+	return false
 }
 
 // releaseQoS2 forgets an inbound QoS 2 identifier. It reports whether it
-// was held.
-func (s *session) releaseQoS2(pid uint16) bool {
+// was held. When done is not nil and the forgetting must be made durable,
+// done is called once it is, and released reports true; otherwise done
+// is not called.
+func (s *session) releaseQoS2(pid uint16, done func(error)) (held, deferred bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.qos2In[pid]
+	_, held = s.qos2In[pid]
 	delete(s.qos2In, pid)
-	return ok
+	if held && s.stored && s.srv.persist != nil {
+		s.srv.persistOps(done, PersistOp{Kind: DeleteInboundQoS2, ClientID: s.id, PID: pid})
+		return true, done != nil
+	}
+	return held, false
 }
 
 // clearState drops queued and inflight messages (session discarded).

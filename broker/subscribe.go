@@ -38,6 +38,20 @@ func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
 			wants = append(wants, retainedRequest{filter: sub.Filter, qos: sub.Options.QoS, subID: subID})
 		}
 	}
+	finish := func(error) { c.finishSubscribe(&ack, wants) }
+	c.sess.mu.Lock()
+	// A durable session answers once its subscriptions are on disk: a
+	// client that has its SUBACK keeps the subscription across a crash.
+	deferred := c.sess.saveLocked(0, finish)
+	c.sess.mu.Unlock()
+	if !deferred {
+		finish(nil)
+	}
+	return nil
+}
+
+// finishSubscribe queues SUBACK and the retained messages asked for.
+func (c *conn) finishSubscribe(ack *packet.Suback, wants []retainedRequest) {
 	var retained []delivery
 	for _, w := range wants {
 		retained = c.srv.collectRetained(retained, w)
@@ -51,7 +65,6 @@ func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
 	}
 	c.sess.mu.Unlock()
 	c.wakeWriter()
-	return nil
 }
 
 // subscribe adds one subscription of sess. It returns the SUBACK code,
@@ -112,7 +125,13 @@ func (c *conn) handleUnsubscribe(u *packet.Unsubscribe) error {
 	for i, f := range u.Filters {
 		ack.ReasonCodes[i] = c.srv.unsubscribe(c.sess, &c.info, f)
 	}
-	c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) })
+	finish := func(error) { c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) }) }
+	c.sess.mu.Lock()
+	deferred := c.sess.saveLocked(0, finish)
+	c.sess.mu.Unlock()
+	if !deferred {
+		finish(nil)
+	}
 	return nil
 }
 

@@ -1,0 +1,208 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"gantry/broker/topic"
+)
+
+// SetPersister makes the broker keep its state through p (durability):
+// sessions of clients with a session expiry, their subscriptions, queued
+// and inflight QoS 1/2 messages and inbound QoS 2 identifiers, pending
+// wills, and retained messages. Call it, then Restore, before Serve.
+//
+// With a persister, a QoS 1/2 publish that had to be stored (a retained
+// message, or a message for a session with an expiry) is acknowledged
+// only once the store has made it durable; a failed write refuses it
+// (0x80) and the broker goes on serving.
+func (s *Server) SetPersister(p Persister) { s.persist = p }
+
+// persistOps hands ops to the persister; done may be nil.
+func (s *Server) persistOps(done func(error), ops ...PersistOp) {
+	s.persist.Persist(ops, done)
+}
+
+// durable reports whether sess keeps its state on disk. The caller holds
+// sess.mu.
+func (sess *session) durable() bool {
+	return sess.srv.persist != nil && sess.inproc == nil && sess.expiry > 0
+}
+
+// recordLocked is the durable form of sess. The caller holds sess.mu.
+func (sess *session) recordLocked(disconnectedAt int64) *SessionRecord {
+	r := &SessionRecord{ClientID: sess.id, Expiry: sess.expiry, DisconnectedAt: disconnectedAt,
+		Subscriptions: make([]SubscriptionRecord, 0, len(sess.subs))}
+	for f, sub := range sess.subs {
+		r.Subscriptions = append(r.Subscriptions, SubscriptionRecord{Filter: f, Options: sub.opts, SubID: sub.subID})
+	}
+	if w := sess.will; w != nil {
+		r.Will = &WillRecord{Msg: w.msg, Delay: w.delay, Expiry: w.expiry}
+	}
+	return r
+}
+
+// saveLocked writes sess's record (or deletes it when the session is no
+// longer durable) and reports whether done will be called by the store;
+// when it returns false the caller goes on at once. The caller holds
+// sess.mu.
+func (sess *session) saveLocked(disconnectedAt int64, done func(error)) bool {
+	switch {
+	case sess.durable():
+		sess.stored = true
+		sess.srv.persistOps(done, PersistOp{Kind: PersistSession, ClientID: sess.id, Session: sess.recordLocked(disconnectedAt)})
+		return done != nil
+	case sess.stored:
+		sess.stored = false
+		sess.srv.persistOps(done, PersistOp{Kind: DeleteSession, ClientID: sess.id})
+		return done != nil
+	}
+	return false
+}
+
+// persistEntryLocked stores a QoS 1/2 delivery to a durable session and
+// gives it its entry number. The caller holds sess.mu.
+func (sess *session) persistEntryLocked(d *delivery) bool {
+	if d.qos == 0 || !sess.durable() {
+		return false
+	}
+	sess.entrySeq++
+	d.entry = sess.entrySeq
+	sess.srv.persistOps(nil, PersistOp{Kind: PersistEntry, ClientID: sess.id, Seq: d.entry, Entry: &EntryRecord{
+		Seq: d.entry, Msg: d.msg, QoS: d.qos, Retain: d.retain, SubIDs: d.subIDs(),
+	}})
+	return true
+}
+
+// forgetEntryLocked deletes a stored delivery. The caller holds sess.mu.
+func (sess *session) forgetEntryLocked(entry uint64) {
+	if entry != 0 && sess.srv.persist != nil {
+		sess.srv.persistOps(nil, PersistOp{Kind: DeleteEntry, ClientID: sess.id, Seq: entry})
+	}
+}
+
+// entryStateLocked records that a stored delivery was sent or released.
+// The caller holds sess.mu.
+func (sess *session) entryStateLocked(entry uint64, state uint8, pid uint16) {
+	if entry != 0 && sess.srv.persist != nil {
+		sess.srv.persistOps(nil, PersistOp{Kind: PersistEntryState, ClientID: sess.id, Seq: entry, State: state, PID: pid})
+	}
+}
+
+func (d *delivery) subIDs() []uint32 {
+	if d.subID == 0 {
+		return nil
+	}
+	return append([]uint32{d.subID}, d.more...)
+}
+
+// Restore loads the persister's state: retained messages, and sessions
+// with their subscriptions, queues, inflight messages, inbound QoS 2
+// identifiers and pending wills. A session whose expiry passed while the
+// node was down is removed, and its pending will published. Call it once,
+// after SetPersister and before Serve.
+func (s *Server) Restore() error {
+	if s.persist == nil {
+		return nil
+	}
+	st, err := s.persist.Load()
+	if err != nil {
+		return err
+	}
+	for _, m := range st.Retained {
+		if err := s.retained.Set(m); err != nil {
+			return fmt.Errorf("broker: restoring retained %q: %w", m.Topic, err)
+		}
+	}
+	now := time.Now()
+	var wills []*willSpec
+	var infos []ConnInfo
+	for i := range st.Sessions {
+		if w, info := s.restoreSession(&st.Sessions[i], st.LastAlive, now); w != nil {
+			wills, infos = append(wills, w), append(infos, info)
+		}
+	}
+	for i, w := range wills {
+		s.publishWill(w, &infos[i])
+	}
+	s.opts.Logger.Info("state restored", "component", "broker", "sessions", len(st.Sessions), "retained", len(st.Retained))
+	return nil
+}
+
+// restoreSession rebuilds one stored session. It returns a will that is
+// due now.
+func (s *Server) restoreSession(ps *PersistedSession, lastAlive int64, now time.Time) (*willSpec, ConnInfo) {
+	since := ps.DisconnectedAt
+	if since == 0 {
+		since = lastAlive // it was connected when the node stopped
+	}
+	gone := time.Unix(0, since)
+	info := ConnInfo{ClientID: ps.ClientID}
+	var will *willSpec
+	if ps.Will != nil {
+		will = &willSpec{msg: ps.Will.Msg, delay: ps.Will.Delay, expiry: ps.Will.Expiry}
+		info.Username = ps.Will.Msg.Username
+	}
+	expiresAt := gone.Add(time.Duration(ps.Expiry) * time.Second)
+	if ps.Expiry != 0xFFFFFFFF && !now.Before(expiresAt) {
+		s.persistOps(nil, PersistOp{Kind: DeleteSession, ClientID: ps.ClientID})
+		return will, info
+	}
+	sess := newSession(s, ps.ClientID)
+	sess.expiry, sess.stored, sess.info = ps.Expiry, true, info
+	s.restoreSubscriptions(sess, ps.Subscriptions)
+	sess.restoreEntries(ps.Entries)
+	for _, pid := range ps.InboundQoS2 {
+		sess.qos2In[pid] = struct{}{}
+	}
+	s.mu.Lock()
+	s.sessions[sess.id] = sess
+	s.mu.Unlock()
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if ps.Expiry != 0xFFFFFFFF {
+		sess.expiryTimer = time.AfterFunc(expiresAt.Sub(now), func() { s.expire(sess) })
+	}
+	if will != nil {
+		due := gone.Add(time.Duration(min(will.delay, ps.Expiry)) * time.Second)
+		if !now.Before(due) {
+			sess.saveLocked(since, nil) // the will is published now: forget it
+			return will, info
+		}
+		sess.will = will
+		sess.willTimer = time.AfterFunc(due.Sub(now), func() { s.fireWill(sess) })
+	}
+	return nil, info
+}
+
+// restoreSubscriptions puts stored subscriptions back in the tree, without
+// asking the authorizer again: they were allowed when they were made.
+func (s *Server) restoreSubscriptions(sess *session, subs []SubscriptionRecord) {
+	for _, r := range subs {
+		group, _, _, err := topic.ParseShared(r.Filter)
+		if err != nil {
+			continue
+		}
+		sess.subs[r.Filter] = subscription{opts: r.Options, subID: r.SubID}
+		sess.nsubs.Add(1)
+		s.subs.Subscribe(topic.Entry[*session]{Client: sess, Filter: r.Filter, Options: r.Options, SubID: r.SubID, Group: group})
+	}
+}
+
+// restoreEntries puts stored deliveries back: sent ones in flight (sent
+// again with DUP on reconnect), the others in the queue.
+func (sess *session) restoreEntries(entries []EntryRecord) {
+	for _, e := range entries {
+		d := delivery{msg: e.Msg, qos: e.QoS, retain: e.Retain, entry: e.Seq}
+		if len(e.SubIDs) > 0 {
+			d.subID, d.more = e.SubIDs[0], e.SubIDs[1:]
+		}
+		sess.entrySeq = max(sess.entrySeq, e.Seq)
+		if e.State != EntryQueued && e.PID != 0 {
+			sess.seq++
+			sess.inflight[e.PID] = outflight{delivery: d, seq: sess.seq, released: e.State == EntryReleased}
+			continue
+		}
+		sess.queue.pushBack(d)
+	}
+}
