@@ -42,8 +42,12 @@ fuzz:
 		done; \
 	done
 
-bench:
+# Go micro benchmarks, then Gantry against Mosquitto (build/bench -quick,
+# about 7 minutes on 2 cores); rewrites the bench section of
+# docs/BENCHMARKS.md and docs/benchmarks.png. Needs mosquitto.
+bench: build
 	$(GO) test -run=NONE -bench=. -benchmem ./broker/...
+	$(GO) run ./build/bench -quick -gantry bin/gantry -mosquitto /usr/sbin/mosquitto -out docs/BENCHMARKS.md -chart docs/benchmarks.png
 
 clean:
 	rm -rf bin

@@ -1,0 +1,232 @@
+package load
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"gantry/broker/packet"
+)
+
+// maxBatch bounds the PUBLISH packets encoded into one write call.
+const maxBatch = 64
+
+// stallTimeout is how long a closed-loop publisher waits without any
+// credit coming back before it writes its window off (messages dropped at
+// the tail of a QoS 0 stream never show up as a gap).
+const stallTimeout = 500 * time.Millisecond
+
+// publisher sends the messages of one client. Its run loop owns the
+// connection's write side; its ack reader owns the read side.
+type publisher struct {
+	id      uint32
+	c       *conn
+	topic   []byte
+	qos     byte
+	payload []byte
+	buf     []byte
+	epoch   time.Time
+
+	window   int           // end-to-end window per subscriber (0 = none)
+	inflight int           // unacknowledged QoS 1 packets at most
+	interval time.Duration // open loop: time between messages (0 = closed loop)
+	phase    time.Duration // open loop: offset of the first message
+
+	sent  atomic.Uint64
+	acked atomic.Uint64
+	// recv counts, per subscriber hearing this publisher (its slot), the
+	// messages received or known lost. Empty against a sink.
+	recv     []atomic.Int64
+	forgiven int64 // messages written off after stalls (run loop only)
+	stalls   int   // run loop only
+	waiting  atomic.Bool
+	wake     chan struct{}
+	stall    *time.Timer
+}
+
+// signal wakes the run loop if it waits for credit.
+func (p *publisher) signal() {
+	if p.waiting.Load() && p.waiting.CompareAndSwap(true, false) {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// room returns how many messages may be sent now.
+func (p *publisher) room() int {
+	sent := p.sent.Load()
+	n := maxBatch
+	if p.qos > 0 {
+		n = min(n, p.inflight-int(sent-p.acked.Load()))
+	}
+	if p.window > 0 && len(p.recv) > 0 {
+		n = min(n, p.window-int(max(p.outstanding(sent), 0)))
+	}
+	return n
+}
+
+// outstanding returns the messages of the most lagging subscriber still
+// on their way, less those written off.
+func (p *publisher) outstanding(sent uint64) int64 {
+	least := p.recv[0].Load()
+	for i := 1; i < len(p.recv); i++ {
+		least = min(least, p.recv[i].Load())
+	}
+	return int64(sent) - least - p.forgiven
+}
+
+// awaitRoom blocks until room() > 0; it returns 0 when stop closes.
+func (p *publisher) awaitRoom(stop <-chan struct{}) int {
+	for {
+		if n := p.room(); n > 0 {
+			return n
+		}
+		p.waiting.Store(true)
+		if n := p.room(); n > 0 {
+			p.waiting.Store(false)
+			return n
+		}
+		p.stall.Reset(stallTimeout)
+		select {
+		case <-p.wake:
+		case <-stop:
+			return 0
+		case <-p.stall.C:
+			p.writeOff()
+		}
+		p.stall.Stop()
+	}
+}
+
+// writeOff forgets the outstanding end-to-end window after a stall.
+func (p *publisher) writeOff() {
+	if p.window == 0 || len(p.recv) == 0 {
+		return
+	}
+	if out := p.outstanding(p.sent.Load()); out > 0 {
+		p.forgiven += out
+		p.stalls++
+	}
+}
+
+// send writes n messages in one call; message k is stamped
+// firstNs + k*stepNs.
+func (p *publisher) send(n int, firstNs, stepNs int64) error {
+	buf := p.buf[:0]
+	seq := p.sent.Load()
+	for k := range n {
+		s := seq + uint64(k)
+		stamp(p.payload, p.id, uint32(s), firstNs+int64(k)*stepNs)
+		pub := packet.Publish{QoS: p.qos, Topic: p.topic, Payload: p.payload}
+		if p.qos > 0 {
+			pub.PacketID = packetID(s)
+		}
+		buf = pub.Append(buf, version)
+	}
+	p.buf = buf
+	p.sent.Store(seq + uint64(n)) // before the write: acks may come back at once
+	_, err := p.c.nc.Write(buf)
+	return err
+}
+
+// packetID is the identifier of message seq: 1..65535, cycling.
+func packetID(seq uint64) uint16 { return uint16(seq%65535) + 1 }
+
+func (p *publisher) nowNs() int64 { return int64(time.Since(p.epoch)) }
+
+// run sends until stop closes.
+func (p *publisher) run(stop <-chan struct{}) error {
+	p.stall = time.NewTimer(stallTimeout)
+	p.stall.Stop()
+	if p.interval > 0 {
+		return p.runPaced(stop)
+	}
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		n := p.awaitRoom(stop)
+		if n == 0 {
+			return nil
+		}
+		if err := p.send(n, p.nowNs(), 0); err != nil {
+			return err
+		}
+	}
+}
+
+// runPaced sends message k at phase + k*interval after the start, stamped
+// with that due time, catching up in batches when it falls behind.
+func (p *publisher) runPaced(stop <-chan struct{}) error {
+	start := p.nowNs() + int64(p.phase)
+	step := int64(p.interval)
+	t := time.NewTimer(p.phase)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-t.C:
+		}
+		for {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			sent := int64(p.sent.Load())
+			now := p.nowNs()
+			due := (now-start)/step + 1 - sent
+			if due <= 0 {
+				t.Reset(time.Duration(start + sent*step - now))
+				break
+			}
+			n := p.awaitRoom(stop)
+			if n == 0 {
+				return nil
+			}
+			if err := p.send(int(min(int64(n), due)), start+sent*step, step); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readAcks counts PUBACKs (which must come in publish order) until the
+// connection fails or closes.
+func (p *publisher) readAcks(progress func()) error {
+	var n uint64
+	for {
+		h, body, ok, err := p.c.buffered()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if n > 0 {
+				p.acked.Add(n)
+				n = 0
+				p.signal()
+				progress()
+			}
+			if err := p.c.fill(); err != nil {
+				return err
+			}
+			continue
+		}
+		if h.Type != packet.PUBACK {
+			return fmt.Errorf("publisher %d: unexpected %v", p.id, h.Type)
+		}
+		var a packet.Ack
+		if err := packet.DecodeAck(h, body, version, &a); err != nil {
+			return fmt.Errorf("publisher %d: PUBACK: %w", p.id, err)
+		}
+		if want := packetID(p.acked.Load() + n); a.PacketID != want {
+			return fmt.Errorf("publisher %d: PUBACK %d out of order (want %d)", p.id, a.PacketID, want)
+		}
+		n++
+	}
+}

@@ -1,0 +1,299 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// runIDs makes client identifiers unique across the runs of one process.
+var runIDs atomic.Uint64
+
+// run is one execution of a messaging scenario.
+type run struct {
+	sc     Scenario
+	cfg    Config
+	epoch  time.Time
+	prefix string // client identifier prefix
+
+	pubs []*publisher
+	subs []*subscriber
+
+	measuring  atomic.Bool
+	draining   atomic.Bool
+	closing    atomic.Bool
+	progress   chan struct{} // poked by readers while draining
+	stop       chan struct{} // closed: publishers stop
+	unthrottle chan struct{} // closed: subscribers drain at full speed
+	failed     chan struct{} // closed on the first error
+	failOnce   sync.Once
+	err        error
+
+	senders sync.WaitGroup // publisher run loops
+	readers sync.WaitGroup // ack readers and subscribers
+}
+
+// Run executes sc against the broker at cfg.Addr and returns its figures.
+// The error reports a run that could not complete (connection refused or
+// lost, protocol violation); lost or reordered messages are in the Result
+// (see Result.Verify).
+func Run(ctx context.Context, sc Scenario, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	if err := sc.validate(cfg); err != nil {
+		return Result{}, err
+	}
+	if sc.Topology == Idle {
+		return runIdle(ctx, sc, cfg)
+	}
+	r := &run{
+		sc: sc, cfg: cfg, epoch: time.Now(),
+		prefix:     fmt.Sprintf("bench-%d-%d", os.Getpid(), runIDs.Add(1)),
+		progress:   make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		unthrottle: make(chan struct{}),
+		failed:     make(chan struct{}),
+	}
+	defer r.closeAll()
+	if err := r.connect(ctx); err != nil {
+		return Result{}, err
+	}
+	r.startSenders()
+	res, err := r.measure(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	r.finish(ctx)
+	r.closeAll()
+	return r.result(res), r.err
+}
+
+// fail records the first error of a reader or sender, unless the run is
+// closing its connections anyway.
+func (r *run) fail(err error) {
+	if err == nil || r.closing.Load() {
+		return
+	}
+	r.failOnce.Do(func() {
+		r.err = err
+		close(r.failed)
+	})
+}
+
+// poke wakes the coordinator while it waits for the end of a run.
+func (r *run) poke() {
+	if r.draining.Load() {
+		select {
+		case r.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// startSenders starts every publisher's run loop at once.
+func (r *run) startSenders() {
+	for _, p := range r.pubs {
+		r.senders.Add(1)
+		go func() {
+			defer r.senders.Done()
+			r.fail(p.run(r.stop))
+		}()
+	}
+}
+
+// sample is a snapshot of the counters.
+type sample struct {
+	at       time.Time
+	sent     uint64
+	acked    uint64
+	received uint64
+	usage    Usage
+	self     time.Duration // this process's CPU time
+}
+
+// sample reads the counters and the clock together first, then the CPU
+// and memory probes, whose system calls may let the scheduler run other
+// goroutines for a while.
+func (r *run) sample() sample {
+	var s sample
+	for _, p := range r.pubs {
+		s.sent += p.sent.Load()
+		s.acked += p.acked.Load()
+	}
+	for _, sub := range r.subs {
+		s.received += sub.received.Load()
+	}
+	s.at = time.Now()
+	s.self = selfCPU()
+	s.usage = r.cfg.probe()
+	return s
+}
+
+// measure waits out the warm-up, then samples the measurement window.
+func (r *run) measure(ctx context.Context) (Result, error) {
+	if err := r.await(ctx, r.cfg.Warmup); err != nil {
+		return Result{}, err
+	}
+	s0 := r.sample()
+	r.measuring.Store(true)
+	err := r.await(ctx, r.cfg.Duration)
+	r.measuring.Store(false)
+	if err != nil {
+		return Result{}, err
+	}
+	s1 := r.sample()
+	el := s1.at.Sub(s0.at)
+	res := Result{Elapsed: el, Offered: r.sc.Rate, BrokerCPU: s1.usage.CPU - s0.usage.CPU, RSSAfter: s1.usage.RSS,
+		GeneratorCPU: s1.self - s0.self}
+	res.InRate = float64(s1.sent-s0.sent) / el.Seconds()
+	res.OutRate = float64(s1.received-s0.received) / el.Seconds()
+	if r.cfg.Sink {
+		res.OutRate = res.InRate
+		if r.cfg.QoS > 0 {
+			res.OutRate = float64(s1.acked-s0.acked) / el.Seconds()
+		}
+	}
+	return res, nil
+}
+
+// await waits for d, failing early when the run fails or ctx ends.
+func (r *run) await(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-r.failed:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finish stops the publishers and waits until every message sent has
+// been acknowledged and received, or until nothing has moved for
+// cfg.Drain.
+func (r *run) finish(ctx context.Context) {
+	close(r.stop)
+	r.senders.Wait()
+	close(r.unthrottle)
+	r.draining.Store(true)
+	idle := time.NewTimer(r.cfg.Drain)
+	defer idle.Stop()
+	for !r.drained() {
+		select {
+		case <-r.progress:
+			idle.Reset(r.cfg.Drain)
+		case <-idle.C:
+			return
+		case <-r.failed:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// drained reports whether nothing is on its way any more.
+func (r *run) drained() bool {
+	for _, p := range r.pubs {
+		if r.cfg.QoS > 0 && p.acked.Load() < p.sent.Load() {
+			return false
+		}
+	}
+	if r.cfg.Sink {
+		return true
+	}
+	for _, s := range r.subs {
+		if s.received.Load() < s.expected() {
+			return false
+		}
+	}
+	return true
+}
+
+// closeAll closes every connection and waits for the readers.
+func (r *run) closeAll() {
+	if r.closing.Swap(true) {
+		return
+	}
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
+	r.senders.Wait()
+	for _, p := range r.pubs {
+		if p.c != nil {
+			p.c.close()
+		}
+	}
+	for _, s := range r.subs {
+		if s != nil {
+			s.c.close()
+		}
+	}
+	r.readers.Wait()
+}
+
+// result adds the end-of-run counts to the window's figures.
+func (r *run) result(res Result) Result {
+	res.Latency = new(Histogram)
+	for _, p := range r.pubs {
+		res.Sent += p.sent.Load()
+		res.Acked += p.acked.Load()
+		res.Stalls += p.stalls
+	}
+	for _, s := range r.subs {
+		exp, got := s.expected(), s.received.Load()
+		if r.cfg.Sink {
+			exp = got
+		}
+		res.Expected += exp
+		res.Received += got
+		res.Lost += exp - min(got, exp)
+		res.Reordered += s.reordered
+		res.Latency.Merge(&s.hist)
+	}
+	return res
+}
+
+// selfCPU returns the user + system time of this process (0 if unknown).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// parallel calls f(0..n-1) on up to workers goroutines and returns the
+// first error; it stops starting calls after an error or when ctx ends.
+func parallel(ctx context.Context, n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				err := ctx.Err()
+				if err == nil {
+					err = f(i)
+				}
+				if err != nil {
+					once.Do(func() { first = err })
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
