@@ -98,9 +98,17 @@ func brokerOptions(cfg *config.Config, log *slog.Logger) broker.Options {
 	}
 	o.TopicAliasMaximum = uint16(m.TopicAliasMaximum)
 	o.MaxKeepAlive = uint16(m.MaxKeepAliveSeconds)
+	o.ServerKeepAlive = uint16(m.ServerKeepAliveSeconds)
 	o.MaxConnections = m.MaxConnections
+	o.MaxConnectRate = m.MaxConnectRatePerSecond
 	o.MaxSubscriptionsPerClient = m.MaxSubscriptionsPerClient
+	o.MaxTopicLevels = m.MaxTopicLevels
 	o.ConnectTimeout = time.Duration(m.ConnectTimeoutSeconds) * time.Second
+	o.MaxOutboundBytes = m.MaxOutboundBytesPerClient
+	if o.MaxOutboundBytes == 0 {
+		o.MaxOutboundBytes = -1 // unlimited; 0 would mean the broker's default
+	}
+	o.StuckTimeout = time.Duration(m.StuckClientTimeoutSeconds) * time.Second
 	o.RetainDisabled = !m.RetainAvailable
 	o.Logger = log
 	return o
@@ -111,7 +119,8 @@ func brokerOptions(cfg *config.Config, log *slog.Logger) broker.Options {
 func (n *Node) Start() error {
 	n.started = time.Now()
 	m := &n.cfg.Mqtt
-	lc := broker.ListenerConfig{AllowAnonymous: m.AllowAnonymous, AnonymousLoopbackOnly: m.AnonymousLoopbackOnly}
+	lc := broker.ListenerConfig{AllowAnonymous: m.AllowAnonymous, AnonymousLoopbackOnly: m.AnonymousLoopbackOnly,
+		MaxConnections: m.MaxConnectionsPerListener}
 	if m.Port != 0 {
 		l, err := n.listen("mqtt", m.BindIP, m.Port)
 		if err != nil {

@@ -62,12 +62,18 @@ type conn struct {
 	writerDone  chan struct{}
 	scratch     [64]outgoing // writer only
 	wbuf        []byte       // writer only
+	resumable   bool         // a write that timed out may go on (plain TCP)
+	torn        bool         // writer: a write stopped mid-packet; write nothing more
+	drops       uint64       // writer: QoS 0 messages dropped during this fill
+	sentByQoS   [3]uint64    // writer: messages encoded during this fill
+	counted     bool         // reader: counted in Stats.Connections (see reserve)
+	inListener  bool         // reader: counted against lc.MaxConnections
 	pub         packet.Publish
 	subIDs      [4]uint32
 }
 
 func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
-	return &conn{
+	c := &conn{
 		srv:     s,
 		nc:      nc,
 		lc:      lc,
@@ -77,24 +83,47 @@ func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
 		done:    make(chan struct{}),
 		info:    ConnInfo{RemoteAddr: nc.RemoteAddr(), Listener: lc.Name},
 	}
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn:
+		c.resumable = true
+	}
+	return c
 }
 
 // serve runs the reader until the connection ends, then cleans up.
 func (c *conn) serve() {
 	defer close(c.done)
 	defer c.srv.dropConn(c)
+	defer c.release()
 	err := c.handshake()
 	if err != nil {
 		c.nc.Close()
+		if isTimeout(err) && !c.isStopped() {
+			c.connectTimedOut()
+		}
 		c.logClose(err)
 		return
 	}
-	c.srv.stats.Connections.Add(1)
-	c.srv.stats.Connects.Add(1)
+	c.srv.stats.Connects.Add(1) // Stats.Connections: counted by reserve
 	err = c.readLoop()
 	c.shutdown(err)
-	c.srv.stats.Connections.Add(-1)
 	c.srv.stats.Disconnects.Add(1)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// connectTimedOut counts and logs a connection closed for sending no
+// (whole) CONNECT within ConnectTimeout.
+func (c *conn) connectTimedOut() {
+	s := c.srv
+	s.stats.ConnectTimeouts.Add(1)
+	if ok, suppressed := s.limits.logs[limitConnectTimeout].allow(time.Now(), 1); ok {
+		s.opts.Logger.Warn("connection closed: no CONNECT within the connect timeout", "component", "broker",
+			"timeout", s.opts.ConnectTimeout, "listener", c.lc.Name, "remote", c.info.RemoteAddr, "suppressed", suppressed)
+	}
 }
 
 func (c *conn) logClose(err error) {
@@ -182,8 +211,7 @@ func (c *conn) readLoop() error {
 			if c.isStopped() {
 				return c.serverReason()
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if isTimeout(err) {
 				return packet.KeepAliveTimeout
 			}
 			return err

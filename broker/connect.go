@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"gantry/broker/packet"
@@ -76,6 +78,15 @@ func (c *conn) refuse(rc packet.ReasonCode) {
 // admit checks identity, credentials and limits. It may assign a client
 // identifier.
 func (c *conn) admit(cp *packet.Connect) packet.ReasonCode {
+	if rate := c.srv.opts.MaxConnectRate; rate > 0 && !c.srv.limits.takeToken(rate, time.Now()) {
+		// Refused before anything costly, authentication included.
+		c.srv.stats.ConnectRateRefused.Add(1)
+		if ok, suppressed := c.srv.limits.logs[limitConnectRate].allow(time.Now(), 1); ok {
+			c.srv.opts.Logger.Warn("connection refused: connect rate exceeded", "component", "broker",
+				"max_per_second", rate, "remote", c.info.RemoteAddr, "client", cp.ClientID, "suppressed", suppressed)
+		}
+		return packet.ConnectionRateExceeded
+	}
 	if cp.ClientID == "" {
 		if c.version == packet.V31 || (c.version == packet.V311 && !cp.CleanStart) {
 			return packet.ClientIdentifierNotValid
@@ -88,7 +99,7 @@ func (c *conn) admit(cp *packet.Connect) packet.ReasonCode {
 	c.info.Username = cp.Username
 	c.info.Version = byte(cp.Version)
 	if cp.WillFlag {
-		if err := topic.ValidateName(cp.WillTopic); err != nil {
+		if err := topic.ValidateName(cp.WillTopic); err != nil || c.srv.topicTooDeep(cp.WillTopic) {
 			return packet.TopicNameInvalid
 		}
 	}
@@ -98,10 +109,60 @@ func (c *conn) admit(cp *packet.Connect) packet.ReasonCode {
 			"client", cp.ClientID, "user", cp.Username, "reason", rc.Error())
 		return rc
 	}
-	if max := c.srv.opts.MaxConnections; max > 0 && c.srv.stats.Connections.Load() >= int64(max) {
+	return c.reserve()
+}
+
+// reserve counts the connection against its listener's and the server's
+// connection limits (serve releases it), or refuses it.
+func (c *conn) reserve() packet.ReasonCode {
+	s := c.srv
+	if max := c.lc.MaxConnections; max > 0 {
+		if !s.limits.enterListener(c.lc.Name, max) {
+			return c.refuseLimit(limitListenerConnections, "listener connection limit reached", max)
+		}
+		c.inListener = true
+	}
+	max := int64(s.opts.MaxConnections)
+	for {
+		n := s.stats.Connections.Load()
+		if max > 0 && n >= max {
+			if c.inListener {
+				s.limits.leaveListener(c.lc.Name)
+				c.inListener = false
+			}
+			return c.refuseLimit(limitConnections, "connection limit reached", int(max))
+		}
+		if s.stats.Connections.CompareAndSwap(n, n+1) {
+			c.counted = true
+			return packet.Success
+		}
+	}
+}
+
+// release gives back what reserve counted.
+func (c *conn) release() {
+	if c.counted {
+		c.srv.stats.Connections.Add(-1)
+	}
+	if c.inListener {
+		c.srv.limits.leaveListener(c.lc.Name)
+	}
+}
+
+// refuseLimit counts and logs a CONNECT refused by a connection limit and
+// returns the code to answer: 0x97 quota exceeded, which MQTT 3 lacks (its
+// closest is 3, server unavailable).
+func (c *conn) refuseLimit(lim limit, msg string, max int) packet.ReasonCode {
+	s := c.srv
+	s.stats.ConnectionsRefused.Add(1)
+	if ok, suppressed := s.limits.logs[lim].allow(time.Now(), 1); ok {
+		s.opts.Logger.Warn("connection refused: "+msg, "component", "broker", "max", max,
+			"listener", c.lc.Name, "remote", c.info.RemoteAddr, "client", c.info.ClientID, "suppressed", suppressed)
+	}
+	if c.version == packet.V5 {
 		return packet.QuotaExceeded
 	}
-	return packet.Success
+	return packet.ServerUnavailable
 }
 
 func (c *conn) authenticate(cp *packet.Connect) packet.ReasonCode {
@@ -156,10 +217,17 @@ func newClientID() string {
 func (c *conn) negotiate(cp *packet.Connect) {
 	o := &c.srv.opts
 	ka := cp.KeepAlive
-	if c.version == packet.V5 && o.MaxKeepAlive > 0 && (ka == 0 || ka > o.MaxKeepAlive) {
-		ka = o.MaxKeepAlive
-		cp.Props.ServerKeepAlive = ka
-		cp.Props.Set(packet.PropServerKeepAlive)
+	if c.version == packet.V5 {
+		switch {
+		case o.ServerKeepAlive > 0:
+			ka = o.ServerKeepAlive
+		case o.MaxKeepAlive > 0 && (ka == 0 || ka > o.MaxKeepAlive):
+			ka = o.MaxKeepAlive
+		}
+		if ka != cp.KeepAlive || o.ServerKeepAlive > 0 {
+			cp.Props.ServerKeepAlive = ka
+			cp.Props.Set(packet.PropServerKeepAlive)
+		}
 	}
 	c.keepAlive = time.Duration(ka) * time.Second
 	c.clientRecvMax = int(o.MaxInflight)
@@ -276,4 +344,93 @@ func (c *conn) willSpec(cp *packet.Connect) *willSpec {
 		w.expiry = cp.WillProps.MessageExpiry
 	}
 	return w
+}
+
+// limit names a client-protection limit, for its log line.
+type limit uint8
+
+const (
+	limitConnections         limit = iota // Options.MaxConnections
+	limitListenerConnections              // ListenerConfig.MaxConnections
+	limitConnectRate                      // Options.MaxConnectRate
+	limitConnectTimeout                   // Options.ConnectTimeout
+	limitTopicLevels                      // Options.MaxTopicLevels
+	limitSlowDrop                         // Options.MaxOutboundBytes
+	limitSlowDisconnect                   // Options.StuckTimeout
+	numLimits
+)
+
+// limitLogInterval is the least time between two log lines of one limit;
+// a line says how many events went unlogged since the previous one.
+const limitLogInterval = 10 * time.Second
+
+// limits is the state of the client-protection limits. Its zero value is
+// ready.
+type limits struct {
+	mu       sync.Mutex     // guards listener, tokens, refilled
+	listener map[string]int // connections counted per listener name
+	tokens   float64        // MaxConnectRate bucket
+	refilled time.Time      // last refill of tokens; zero: bucket full
+	logs     [numLimits]logLimiter
+}
+
+// takeToken takes one token from the connect-rate bucket, which holds at
+// most rate tokens and gains rate per second. It reports false when the
+// bucket is empty.
+func (l *limits) takeToken(rate int, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	burst := float64(rate)
+	if l.refilled.IsZero() {
+		l.tokens = burst
+	} else if d := now.Sub(l.refilled); d > 0 {
+		l.tokens = min(burst, l.tokens+d.Seconds()*burst)
+	}
+	l.refilled = now
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
+}
+
+// enterListener counts one connection of listener name unless it has max.
+func (l *limits) enterListener(name string, max int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.listener[name] >= max {
+		return false
+	}
+	if l.listener == nil {
+		l.listener = make(map[string]int)
+	}
+	l.listener[name]++
+	return true
+}
+
+func (l *limits) leaveListener(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.listener[name]--; l.listener[name] <= 0 {
+		delete(l.listener, name)
+	}
+}
+
+// logLimiter lets one log line through per limitLogInterval.
+type logLimiter struct {
+	next       atomic.Int64  // Unix nanoseconds before which lines are suppressed
+	suppressed atomic.Uint64 // events not logged since the last line
+}
+
+// allow reports whether the line for n new events may be logged now, and
+// how many earlier events went unlogged; when it may not, the n events
+// are added to those.
+func (l *logLimiter) allow(now time.Time, n uint64) (ok bool, suppressed uint64) {
+	t := now.UnixNano()
+	next := l.next.Load()
+	if t < next || !l.next.CompareAndSwap(next, t+int64(limitLogInterval)) {
+		l.suppressed.Add(n)
+		return false, 0
+	}
+	return true, l.suppressed.Swap(0)
 }

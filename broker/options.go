@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -32,15 +33,47 @@ type Options struct {
 	// MaxKeepAlive caps a client's keep alive in seconds (0 = no cap); the
 	// capped value is returned as Server Keep Alive.
 	MaxKeepAlive uint16
-	// MaxConnections bounds concurrent client connections (0 = no bound).
+	// ServerKeepAlive, when not 0, is the keep alive in seconds imposed on
+	// every MQTT 5 client, whatever it asked for, and returned to it as
+	// Server Keep Alive. It must not exceed MaxKeepAlive when that is set.
+	ServerKeepAlive uint16
+	// MaxConnections bounds concurrent client connections over all
+	// listeners (0 = no bound); ListenerConfig.MaxConnections bounds those
+	// of one listener. Beyond either, a CONNECT is refused with 0x97 quota
+	// exceeded (MQTT 3: return code 3, server unavailable), counted in
+	// Stats.ConnectionsRefused.
 	MaxConnections int
+	// MaxConnectRate bounds the CONNECT packets the server takes per
+	// second (0 = no bound): a token bucket of MaxConnectRate tokens,
+	// refilled at MaxConnectRate per second. Beyond it a CONNECT is
+	// refused before authentication with 0x9F connection rate exceeded
+	// (MQTT 3: return code 3), counted in Stats.ConnectRateRefused.
+	MaxConnectRate int
 	// MaxSubscriptionsPerClient bounds one session's subscriptions (0 = no bound).
 	MaxSubscriptionsPerClient int
-	// ConnectTimeout closes a connection that sends no CONNECT in time.
+	// MaxTopicLevels bounds the levels of a topic name or filter (0 = no
+	// bound); the "$share/{group}/" prefix of a shared subscription does
+	// not count. A deeper PUBLISH topic or will topic is refused as 0x90
+	// topic name invalid, a deeper filter gets SUBACK 0x8F; counted in
+	// Stats.TopicLevelsExceeded.
+	MaxTopicLevels int
+	// ConnectTimeout closes a connection that sends no CONNECT in time
+	// (counted in Stats.ConnectTimeouts).
 	ConnectTimeout time.Duration
-	// WriteTimeout closes a connection whose socket accepts no data for
-	// this long (a client that stopped reading).
-	WriteTimeout time.Duration
+	// MaxOutboundBytes bounds the bytes waiting for one connection that
+	// its socket has not taken yet: control packets and messages the
+	// writer took from the session queue. A QoS 0 message that would take
+	// them past the bound is dropped (Stats.SlowConsumerDrops and
+	// Stats.Dropped); QoS 1/2 messages are bounded by the inflight window
+	// instead. 0 means the default, 8 MiB; a negative value turns the
+	// bound off.
+	MaxOutboundBytes int
+	// StuckTimeout closes a connection whose socket has accepted no byte
+	// for this long: a client that stopped reading (counted in
+	// Stats.SlowConsumerDisconnects). Over TLS and WebSocket, whose
+	// writes cannot resume after a timeout, it bounds the write of each
+	// 64 KiB instead.
+	StuckTimeout time.Duration
 	// RetainDisabled turns retained messages off (advertised in CONNACK).
 	RetainDisabled bool
 
@@ -58,7 +91,8 @@ func DefaultOptions() Options {
 		MaxSessionExpiry:  0xFFFFFFFF,
 		TopicAliasMaximum: 64,
 		ConnectTimeout:    10 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		MaxOutboundBytes:  8 << 20,
+		StuckTimeout:      30 * time.Second,
 	}
 }
 
@@ -83,8 +117,11 @@ func (o Options) withDefaults() Options {
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = d.ConnectTimeout
 	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = d.WriteTimeout
+	if o.MaxOutboundBytes == 0 {
+		o.MaxOutboundBytes = d.MaxOutboundBytes
+	}
+	if o.StuckTimeout == 0 {
+		o.StuckTimeout = d.StuckTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -103,9 +140,15 @@ func (o Options) Validate() error {
 		return fmt.Errorf("broker: MaxQueuedMessages = %d, want >= 1", o.MaxQueuedMessages)
 	case o.MaxConnections < 0:
 		return fmt.Errorf("broker: MaxConnections = %d, want >= 0", o.MaxConnections)
+	case o.MaxConnectRate < 0:
+		return fmt.Errorf("broker: MaxConnectRate = %d, want >= 0", o.MaxConnectRate)
 	case o.MaxSubscriptionsPerClient < 0:
 		return fmt.Errorf("broker: MaxSubscriptionsPerClient = %d, want >= 0", o.MaxSubscriptionsPerClient)
-	case o.ConnectTimeout < 0 || o.WriteTimeout < 0:
+	case o.MaxTopicLevels < 0:
+		return fmt.Errorf("broker: MaxTopicLevels = %d, want >= 0", o.MaxTopicLevels)
+	case o.MaxKeepAlive != 0 && o.ServerKeepAlive > o.MaxKeepAlive:
+		return fmt.Errorf("broker: ServerKeepAlive = %d, want at most MaxKeepAlive (%d)", o.ServerKeepAlive, o.MaxKeepAlive)
+	case o.ConnectTimeout < 0 || o.StuckTimeout < 0:
 		return fmt.Errorf("broker: timeouts must not be negative")
 	}
 	return nil
@@ -119,4 +162,44 @@ type ListenerConfig struct {
 	// AnonymousLoopbackOnly restricts anonymous clients to loopback
 	// source addresses.
 	AnonymousLoopbackOnly bool
+	// MaxConnections bounds the concurrent client connections of this
+	// listener (0 = no bound), on top of Options.MaxConnections. Listeners
+	// are told apart by Name: listeners served under one name share the
+	// bound.
+	MaxConnections int
+}
+
+// topicTooDeep reports whether the topic name or filter t has more levels
+// than Options.MaxTopicLevels; the "$share/{group}/" prefix of a shared
+// subscription does not count. When it has, the refusal is counted
+// (Stats.TopicLevelsExceeded) and logged, at most once per
+// limitLogInterval. It does not allocate.
+func (s *Server) topicTooDeep(t string) bool {
+	max := s.opts.MaxTopicLevels
+	if max <= 0 || len(t) < max {
+		return false // n levels need at least n-1 bytes
+	}
+	if rest, ok := strings.CutPrefix(t, "$share/"); ok {
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			t = rest[i+1:]
+		}
+	}
+	levels := strings.Count(t, "/") + 1
+	if levels <= max {
+		return false
+	}
+	s.stats.TopicLevelsExceeded.Add(1)
+	if ok, suppressed := s.limits.logs[limitTopicLevels].allow(time.Now(), 1); ok {
+		s.opts.Logger.Warn("topic refused: too many levels", "component", "broker",
+			"topic", truncate(t, 200), "levels", levels, "max", max, "suppressed", suppressed)
+	}
+	return true
+}
+
+// truncate shortens s to at most n bytes for a log line.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -76,6 +76,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		return packet.RetainNotSupported
 	}
 	c.srv.stats.MessagesIn.Add(1)
+	c.srv.stats.MessagesInByQoS[p.QoS].Add(1)
 	persisted := false
 	if p.QoS == 2 {
 		dup, held, err := c.admitQoS2(p.PacketID)
@@ -126,7 +127,7 @@ func (c *conn) resolveTopic(p *packet.Publish) ([]byte, error) {
 		}
 		c.inAliases[alias] = string(tp)
 	}
-	if err := topic.ValidateName(stringOf(tp)); err != nil {
+	if err := topic.ValidateName(stringOf(tp)); err != nil || c.srv.topicTooDeep(stringOf(tp)) {
 		return nil, packet.TopicNameInvalid
 	}
 	return tp, nil

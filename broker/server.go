@@ -36,6 +36,7 @@ type Server struct {
 
 	routers sync.Pool // *router scratch space for routing
 	stats   Stats
+	limits  limits // client-protection limits' state (connect.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -57,6 +58,19 @@ type Stats struct {
 	RefusedPublishes atomic.Uint64
 	MalformedPackets atomic.Uint64
 	StoreFailures    atomic.Uint64 // publishes refused because the store failed to write
+
+	// Client-protection limits (see Options), counted when they bite.
+	ConnectionsRefused      atomic.Uint64 // CONNECT beyond Options.MaxConnections or ListenerConfig.MaxConnections
+	ConnectRateRefused      atomic.Uint64 // CONNECT beyond Options.MaxConnectRate
+	ConnectTimeouts         atomic.Uint64 // no CONNECT within Options.ConnectTimeout
+	TopicLevelsExceeded     atomic.Uint64 // topic or filter deeper than Options.MaxTopicLevels
+	SlowConsumerDrops       atomic.Uint64 // QoS 0 messages dropped by Options.MaxOutboundBytes (also in Dropped)
+	SlowConsumerDisconnects atomic.Uint64 // connections closed by Options.StuckTimeout
+
+	// MessagesInByQoS and MessagesOutByQoS split MessagesIn and
+	// MessagesOut by the QoS of the PUBLISH packet.
+	MessagesInByQoS  [3]atomic.Uint64
+	MessagesOutByQoS [3]atomic.Uint64
 }
 
 // QueueCounts returns the messages waiting in session queues and the QoS

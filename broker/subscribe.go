@@ -72,7 +72,7 @@ func (c *conn) finishSubscribe(ack *packet.Suback, wants []retainedRequest) {
 // the connection.
 func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscription, subID uint32) (packet.ReasonCode, bool, error) {
 	group, _, shared, err := topic.ParseShared(sub.Filter)
-	if err != nil {
+	if err != nil || s.topicTooDeep(sub.Filter) {
 		return packet.TopicFilterInvalid, false, nil
 	}
 	if shared && sub.Options.NoLocal {
