@@ -50,6 +50,7 @@ var brokerMetrics = []metricDesc{
 	counter("gantry_bytes_sent_total", "Bytes written to client connections.", func(n *Node) float64 { return float64(n.Broker.Stats().BytesOut.Load()) }),
 	counter("gantry_messages_dropped_total", "Messages dropped: queue full, expired, larger than the client's Maximum Packet Size, or for a slow consumer.", func(n *Node) float64 { return float64(n.Broker.Stats().Dropped.Load()) }),
 	counter("gantry_publishes_refused_total", "Publishes refused by access rules or the publish pipeline.", func(n *Node) float64 { return float64(n.Broker.Stats().RefusedPublishes.Load()) }),
+	counter("gantry_store_failures_total", "QoS 1/2 publishes refused because the durable store failed to write them.", func(n *Node) float64 { return float64(n.Broker.Stats().StoreFailures.Load()) }),
 	counter("gantry_malformed_packets_total", "Connections closed for a malformed packet or a protocol error.", func(n *Node) float64 { return float64(n.Broker.Stats().MalformedPackets.Load()) }),
 	counter("gantry_auth_failures_total", "Failed or refused logins.", func(n *Node) float64 { return float64(n.Broker.Stats().AuthFailures.Load()) }),
 	counter("gantry_connections_refused_total", "CONNECTs refused by Mqtt.MaxConnections or Mqtt.MaxConnectionsPerListener.", func(n *Node) float64 { return float64(n.Broker.Stats().ConnectionsRefused.Load()) }),
@@ -90,5 +91,8 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 func (n *Node) metricsHandler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(brokerCollector{n}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n.store != nil {
+		reg.MustRegister(storeCollector{n.store})
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})
 }
