@@ -57,7 +57,6 @@ type conn struct {
 
 	normalClose bool // reader: DISCONNECT 0x00 received
 	sendWill    bool // reader: DISCONNECT 0x04 received
-	takenOver   atomic.Bool
 	stopWriter  chan struct{}
 	writerDone  chan struct{}
 	scratch     [64]outgoing // writer only

@@ -265,7 +265,12 @@ func (c *conn) sessionExpiry(cp *packet.Connect) (expiry uint32, capped bool) {
 // accept attaches the session, queues CONNACK and starts the writer.
 func (c *conn) accept(cp *packet.Connect) error {
 	expiry, capped := c.sessionExpiry(cp)
-	present := c.srv.attach(c, cp.ClientID, cp.CleanStart, expiry, c.willSpec(cp))
+	present, err := c.srv.attach(c, cp.ClientID, cp.CleanStart, expiry, c.willSpec(cp))
+	if err != nil {
+		rc := reasonOf(err)
+		c.refuse(rc)
+		return rc
+	}
 	ack := packet.Connack{SessionPresent: present}
 	if c.version == packet.V5 {
 		ack.Props = c.connackProps(cp, expiry, capped)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gantry/broker"
+	"gantry/broker/packet"
 
 	"github.com/eclipse/paho.golang/paho"
 )
@@ -196,5 +197,25 @@ func TestObserverEvents(t *testing.T) {
 		if e.Kind == broker.EventConnect && e.Remote == "" {
 			t.Errorf("connect event without remote address: %+v", e)
 		}
+	}
+}
+
+// TestInprocClientIDIsReserved: a network client cannot take over the
+// identifier of an in-process client (LoT, a connector).
+func TestInprocClientIDIsReserved(t *testing.T) {
+	srv := startServer(t, broker.Options{})
+	got := make(chan *broker.Message, 1)
+	ic := srv.NewClient("lot-engine", broker.OriginLoT, func(m *broker.Message) { got <- m })
+	defer ic.Close()
+	if err := ic.Subscribe("lot/#", 0); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, srv.addr, packet.V5)
+	if ack := c.connect(v5Connect("lot-engine")); ack.ReasonCode != packet.ClientIdentifierNotValid {
+		t.Fatalf("CONNECT with an in-process client's id: %v, want 0x85", ack.ReasonCode)
+	}
+	srv.Deliver(&broker.Message{Topic: "lot/x", Payload: []byte("still mine")})
+	if m := recv(t, got, "message for the in-process client"); string(m.Payload) != "still mine" {
+		t.Fatalf("got %q", m.Payload)
 	}
 }

@@ -2,21 +2,27 @@ package broker
 
 import (
 	"time"
+
+	"gantry/broker/packet"
 )
 
 // attach binds c to the session of clientID, taking the session over from
 // another connection if needed. It returns whether a session was present.
-func (s *Server) attach(c *conn, clientID string, cleanStart bool, expiry uint32, will *willSpec) bool {
+func (s *Server) attach(c *conn, clientID string, cleanStart bool, expiry uint32, will *willSpec) (bool, error) {
 	for {
 		s.mu.Lock()
 		sess := s.sessions[clientID]
+		if sess != nil && sess.inproc != nil {
+			// LoT and the connectors own their identifiers.
+			s.mu.Unlock()
+			return false, packet.ClientIdentifierNotValid
+		}
 		if sess != nil {
 			sess.mu.Lock()
 			old := sess.conn
 			sess.mu.Unlock()
 			if old != nil && old != c {
 				s.mu.Unlock()
-				old.takenOver.Store(true)
 				old.disconnect(errTakenOver)
 				<-old.done
 				continue // the old connection has detached; look again
@@ -48,7 +54,7 @@ func (s *Server) attach(c *conn, clientID string, cleanStart bool, expiry uint32
 		sess.saveLocked(0, nil)
 		sess.mu.Unlock()
 		s.mu.Unlock()
-		return present
+		return present, nil
 	}
 }
 

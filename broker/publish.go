@@ -110,6 +110,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 // resolveTopic applies an inbound topic alias and validates the topic.
 func (c *conn) resolveTopic(p *packet.Publish) ([]byte, error) {
 	tp := p.Topic
+	if len(tp) == 0 && !p.Props.IsSet(packet.PropTopicAlias) {
+		return nil, packet.ProtocolError // MQTT 5.0 section 3.3.2.1
+	}
 	if p.Props.IsSet(packet.PropTopicAlias) {
 		alias := p.Props.TopicAlias
 		if alias == 0 || alias > c.srv.opts.TopicAliasMaximum {
