@@ -667,14 +667,6 @@ func TestCorruptStoreRefused(t *testing.T) {
 // start the same way: the message names the file, the record, and what
 // to do.
 func TestCorruptRecordRefused(t *testing.T) {
-	if os.Getenv("GANTRY_BUG_TESTS") == "" {
-		t.Skip("BUG: appliance/wire_durability.go (*Node).openDurability returns the error of Broker.Restore " +
-			"(from store/load.go (*Store).Load) as is: a gantry.db whose sessions bucket holds an undecodable " +
-			"record stops the node with `cannot start err=\"store: session \\\"broken\\\": store: corrupt " +
-			"record: format version 255, this build reads 1\"`, which names neither the file " +
-			"(DataDir/gantry.db) nor what to do (restore it from a backup or move it away), unlike the errors " +
-			"of store.Open")
-	}
 	bin := gantryBinary(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gantry.db")

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"gantry/broker/store"
@@ -27,7 +28,7 @@ func (n *Node) openDurability() error {
 	n.Broker.SetPersister(st)
 	if err := n.Broker.Restore(); err != nil {
 		st.Close()
-		return err
+		return fmt.Errorf("%w: %s holds a record this build cannot read: restore it from a backup or move it away to start empty", err, st.Path())
 	}
 	n.store = st
 	return nil

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"gantry/broker/topic"
@@ -60,15 +61,58 @@ func (sess *session) saveLocked(disconnectedAt int64, done func(error)) bool {
 	return false
 }
 
+// storeTicket collects the outcome of the writes one routed message
+// caused. The publisher's acknowledgement waits for a barrier behind them;
+// since the persister calls done in submission order, every write's
+// outcome is recorded by the time the barrier's done runs.
+type storeTicket struct {
+	mu  sync.Mutex // guards err
+	err error      // first failure
+}
+
+// record is the done of each write of the message.
+func (t *storeTicket) record(err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	if t.err == nil {
+		t.err = err
+	}
+	t.mu.Unlock()
+}
+
+func (t *storeTicket) failure() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// ticketFor returns *t, making it on first use.
+func ticketFor(t **storeTicket) *storeTicket {
+	if *t == nil {
+		*t = &storeTicket{}
+	}
+	return *t
+}
+
 // persistEntryLocked stores a QoS 1/2 delivery to a durable session and
-// gives it its entry number. The caller holds sess.mu.
-func (sess *session) persistEntryLocked(d *delivery) bool {
+// gives it its entry number; the write's outcome goes to *t. The caller
+// holds sess.mu.
+func (sess *session) persistEntryLocked(d *delivery, t **storeTicket) bool {
 	if d.qos == 0 || !sess.durable() {
 		return false
 	}
 	sess.entrySeq++
 	d.entry = sess.entrySeq
-	sess.srv.persistOps(nil, PersistOp{Kind: PersistEntry, ClientID: sess.id, Seq: d.entry, Entry: &EntryRecord{
+	done := (func(error))(nil)
+	if t != nil {
+		done = ticketFor(t).record
+	}
+	sess.srv.persistOps(done, PersistOp{Kind: PersistEntry, ClientID: sess.id, Seq: d.entry, Entry: &EntryRecord{
 		Seq: d.entry, Msg: d.msg, QoS: d.qos, Retain: d.retain, SubIDs: d.subIDs(),
 	}})
 	return true
@@ -150,6 +194,7 @@ func (s *Server) restoreSession(ps *PersistedSession, lastAlive int64, now time.
 	}
 	sess := newSession(s, ps.ClientID)
 	sess.expiry, sess.stored, sess.info = ps.Expiry, true, info
+	sess.disconnectedAt = since
 	s.restoreSubscriptions(sess, ps.Subscriptions)
 	sess.restoreEntries(ps.Entries)
 	for _, pid := range ps.InboundQoS2 {

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -26,15 +25,6 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 )
-
-// durBug skips a test that shows a known broker bug, described by desc;
-// GANTRY_BUG_TESTS=1 runs it anyway (to check a fix).
-func durBug(t *testing.T, desc string) {
-	t.Helper()
-	if os.Getenv("GANTRY_BUG_TESTS") == "" {
-		t.Skip("BUG: " + desc)
-	}
-}
 
 // ---- a restartable node ----
 
@@ -451,10 +441,6 @@ func TestDurableOutboundInflightQoS2(t *testing.T) {
 // packet identifier (MQTT-4.4.0-1, MQTT-3.3.1-1), as it is after a plain
 // reconnect (TestOutboundInflightRedelivery).
 func TestDurableOutboundInflightQoS1(t *testing.T) {
-	durBug(t, "broker/session.go (*session).take records EntrySent (PersistEntryState) only for QoS 2 deliveries, "+
-		"so a QoS 1 message in flight when the node stops is restored by restoreEntries into the queue, not into "+
-		"inflight: after the restart it is sent as a new PUBLISH with DUP=0 and a newly allocated packet identifier "+
-		"instead of being resent with DUP=1 and its original identifier")
 	t.Parallel()
 	for _, p := range durProtos {
 		t.Run(p.name, func(t *testing.T) {
@@ -673,11 +659,6 @@ func TestDurableWillDelay(t *testing.T) {
 // stored again with the time its client disconnected, so that its expiry
 // is still counted from the disconnect after a further restart.
 func TestDurableWillDelayKeepsDisconnectTime(t *testing.T) {
-	durBug(t, "broker/durable.go (*Server).restoreSession never sets sess.disconnectedAt (it computes `since` "+
-		"but leaves the field 0); when the restored will timer fires, broker/lifecycle.go (*Server).fireWill calls "+
-		"sess.saveLocked(sess.disconnectedAt=0, nil), so the session record is rewritten with DisconnectedAt 0 "+
-		"(\"connected when the node stopped\") and after the next restart its expiry is counted from the store's "+
-		"LastAlive instead of from the disconnect: the session outlives its Session Expiry Interval")
 	t.Parallel()
 	n := newDurNode(t, broker.Options{}, nil)
 	w := durProtos[0].persistent(t, n.addr, "wk-watch", true)
@@ -898,13 +879,6 @@ func TestDurableStoreWriteFailure(t *testing.T) {
 // fails and the broker's barrier in a later, empty batch: the publish
 // must still be refused.
 func TestDurableStoreWriteFailureSplitBatch(t *testing.T) {
-	durBug(t, "broker/publish.go (*conn).pipeline and drainAcksLocked persist the message's ops through "+
-		"route() (route.go storeRetained, session.go persistEntryLocked) with done == nil and then rely on "+
-		"Persist(nil, p.stored) as a barrier to learn the outcome; a barrier only orders callbacks, it does "+
-		"not report the failure of earlier calls: when the store's writer takes the queue between the two "+
-		"calls (store/writer.go flush), the ops fail in one transaction and the empty barrier succeeds in the "+
-		"next, so the publish is acknowledged 0x00 although its message was never stored and is lost at the "+
-		"next restart (same for retained messages)")
 	t.Parallel()
 	for _, p := range durProtos {
 		t.Run(p.name, func(t *testing.T) {
@@ -967,10 +941,6 @@ func testStoreWriteFailure(t *testing.T, p durProto, splitBatch bool) {
 // client that has a successful SUBACK keeps the subscription across a
 // crash.
 func TestDurableStoreWriteFailureSubscribe(t *testing.T) {
-	durBug(t, "broker/subscribe.go (*conn).handleSubscribe passes finish := func(error) {...} to saveLocked and "+
-		"ignores the error: when the store fails to write the session record, the SUBACK still grants the "+
-		"requested QoS although the subscription is not on disk and is lost at the next restart (same for "+
-		"UNSUBACK in handleUnsubscribe)")
 	t.Parallel()
 	for _, p := range durProtos {
 		t.Run(p.name, func(t *testing.T) {
@@ -1133,13 +1103,6 @@ func (c *countingPersister) Persist(ops []broker.PersistOp, done func(error)) {
 // the stopped server changes its state, or calls its persister, after
 // Shutdown returned (the node closes the store right after it).
 func TestDurableNoTimerAfterShutdown(t *testing.T) {
-	durBug(t, "broker/server.go (*Server).Shutdown calls c.disconnect for every connection and then stopTimers "+
-		"without waiting for the connections to detach; broker/lifecycle.go (*Server).detach, run later by each "+
-		"connection's serve goroutine, starts the will delay and session expiry timers (time.AfterFunc) of "+
-		"sessions with an expiry, and nothing stops those: they fire after Shutdown returned, run fireWill/expire "+
-		"on the stopped server and call its Persister (in appliance.Node.Shutdown, racing store.Close). "+
-		"Repro: a v5 client with session expiry 1 s and will delay 1 s connected at Shutdown; 1.5 s later the "+
-		"old server's SessionCount has dropped from 1 to 0 and Persist was called")
 	t.Parallel()
 	var cp *countingPersister
 	n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {

@@ -81,7 +81,7 @@ func (s *Server) detach(c *conn, publishWill bool) {
 	if w := sess.will; w != nil && publishWill {
 		if delay := min(w.delay, sess.expiry); delay == 0 {
 			now, sess.will = w, nil
-		} else {
+		} else if !s.closed { // after Shutdown the will waits in the store
 			sess.willTimer = time.AfterFunc(time.Duration(delay)*time.Second, func() { s.fireWill(sess) })
 		}
 	} else {
@@ -97,7 +97,9 @@ func (s *Server) detach(c *conn, publishWill bool) {
 		sess.saveLocked(sess.disconnectedAt, nil) // never expires
 	default:
 		sess.saveLocked(sess.disconnectedAt, nil)
-		sess.expiryTimer = time.AfterFunc(time.Duration(sess.expiry)*time.Second, func() { s.expire(sess) })
+		if !s.closed { // after Shutdown the expiry counts from the store
+			sess.expiryTimer = time.AfterFunc(time.Duration(sess.expiry)*time.Second, func() { s.expire(sess) })
+		}
 	}
 	info := sess.info
 	sess.mu.Unlock()

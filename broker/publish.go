@@ -15,12 +15,13 @@ type pendingAck struct {
 	msg       *Message
 	pid       uint16
 	qos       byte
-	nextHook  int   // hook to run after a deferral resolves
-	done      bool  // pipeline finished
-	err       error // refusal, nil when accepted
-	routed    bool  // delivered to the subscribers
-	persisted bool  // its QoS 2 identifier was handed to the persister
-	storing   bool  // waiting for the persister to make it durable
+	nextHook  int          // hook to run after a deferral resolves
+	done      bool         // pipeline finished
+	err       error        // refusal, nil when accepted
+	routed    bool         // delivered to the subscribers
+	persisted bool         // its QoS 2 identifier was handed to the persister
+	storing   bool         // waiting for the persister to make it durable
+	ticket    *storeTicket // outcome of the writes routing caused
 }
 
 // stored is the persister's answer for a message whose acknowledgement
@@ -30,6 +31,9 @@ func (p *pendingAck) stored(err error) {
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
 	p.storing = false
+	if err == nil {
+		err = p.ticket.failure() // a write before the barrier may have failed in an earlier batch
+	}
 	if err != nil {
 		c.srv.stats.StoreFailures.Add(1)
 		c.srv.opts.Logger.Error("store write failed: publish refused", "component", "broker", "client", c.info.ClientID, "topic", p.msg.Topic, "err", err)
@@ -183,8 +187,8 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 	c.ackMu.Lock()
 	if len(c.acks) == 0 && len(c.srv.hooks) == 0 {
 		// Fast path: no earlier publish and no hook to wait for.
-		if c.srv.route(m) || persisted {
-			p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, routed: true, storing: true}
+		if stored, t := c.srv.route(m); stored || persisted {
+			p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, routed: true, storing: true, ticket: t}
 			c.acks = append(c.acks, p)
 			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
 		} else {
@@ -221,8 +225,9 @@ func (c *conn) drainAcksLocked() error {
 		}
 		if p.err == nil && !p.routed {
 			p.routed = true
-			if c.srv.route(p.msg) || p.persisted {
-				p.storing = true
+			stored, t := c.srv.route(p.msg)
+			if stored || p.persisted {
+				p.storing, p.ticket = true, t
 				c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
 				break
 			}

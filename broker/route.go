@@ -73,27 +73,30 @@ func (s *Server) Deliver(m *Message) {
 // route stores a retained message and delivers m to every matching
 // session. It reports whether it handed anything to the persister: a
 // QoS 1/2 publisher's acknowledgement must then wait for the store.
-func (s *Server) route(m *Message) (persisted bool) {
+//
+// The outcome of those writes is collected in the returned ticket (nil
+// when nothing was persisted): see storeTicket.
+func (s *Server) route(m *Message) (persisted bool, t *storeTicket) {
 	if m.Retain {
-		persisted = s.storeRetained(m)
+		persisted = s.storeRetained(m, &t)
 	}
 	r := s.routers.Get().(*router)
 	r.matches = s.subs.Match(m.Topic, r.matches[:0], onlineOrInproc)
 	if len(r.matches) == 0 {
 		s.routers.Put(r)
-		return persisted
+		return persisted, t
 	}
 	r.collect(m)
 	for i := range r.targets {
-		t := &r.targets[i]
-		d := delivery{msg: m, qos: min(m.QoS, t.qos), retain: m.Retain && t.rap, subID: t.subID, more: t.more}
-		if t.sess.enqueue(d) {
+		tg := &r.targets[i]
+		d := delivery{msg: m, qos: min(m.QoS, tg.qos), retain: m.Retain && tg.rap, subID: tg.subID, more: tg.more}
+		if tg.sess.enqueue(d, &t) {
 			persisted = true
 		}
 	}
 	r.reset()
 	s.routers.Put(r)
-	return persisted
+	return persisted, t
 }
 
 // collect folds the matched entries into one target per session.
@@ -147,7 +150,7 @@ func (r *router) reset() {
 
 // storeRetained sets or clears the retained message of m's topic, and
 // reports whether it handed the change to the persister.
-func (s *Server) storeRetained(m *Message) bool {
+func (s *Server) storeRetained(m *Message, t **storeTicket) bool {
 	var err error
 	if len(m.Payload) == 0 {
 		err = s.retained.Delete(m.Topic)
@@ -160,10 +163,11 @@ func (s *Server) storeRetained(m *Message) bool {
 	if s.persist == nil {
 		return false
 	}
+	done := ticketFor(t).record
 	if len(m.Payload) == 0 {
-		s.persistOps(nil, PersistOp{Kind: DeleteRetained, Topic: m.Topic})
+		s.persistOps(done, PersistOp{Kind: DeleteRetained, Topic: m.Topic})
 	} else {
-		s.persistOps(nil, PersistOp{Kind: PersistRetained, Topic: m.Topic, Msg: m})
+		s.persistOps(done, PersistOp{Kind: PersistRetained, Topic: m.Topic, Msg: m})
 	}
 	return true
 }

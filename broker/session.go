@@ -82,9 +82,9 @@ func newSession(srv *Server, id string) *session {
 // messages for an offline session are not kept. It reports whether d was
 // handed to the persister (the publisher's acknowledgement must then wait
 // for the store).
-func (s *session) enqueue(d delivery) (persisted bool) {
+func (s *session) enqueue(d delivery, t **storeTicket) (persisted bool) {
 	s.mu.Lock()
-	queued, persisted := s.enqueueLocked(d)
+	queued, persisted := s.enqueueLocked(d, t)
 	c, ic := s.conn, s.inproc
 	s.mu.Unlock()
 	if !queued {
@@ -99,9 +99,9 @@ func (s *session) enqueue(d delivery) (persisted bool) {
 }
 
 // enqueueLocked adds d to the queue without waking the writer; it reports
-// whether d was kept and whether it was handed to the persister. The
-// caller holds s.mu.
-func (s *session) enqueueLocked(d delivery) (kept, persisted bool) {
+// whether d was kept and whether it was handed to the persister, whose
+// outcome then goes to *t (t may be nil). The caller holds s.mu.
+func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bool) {
 	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
 		return false, false
 	}
@@ -111,7 +111,7 @@ func (s *session) enqueueLocked(d delivery) (kept, persisted bool) {
 		s.dropped++
 		s.srv.stats.Dropped.Add(1)
 	}
-	persisted = s.persistEntryLocked(&d)
+	persisted = s.persistEntryLocked(&d, t)
 	s.queue.pushBack(d)
 	return true, persisted
 }
@@ -150,11 +150,9 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 			pid = s.allocPID()
 			s.seq++
 			s.inflight[pid] = outflight{delivery: *d, seq: s.seq}
-			if d.qos == 2 {
-				// Sent with this identifier: after a restart it must be
-				// sent again as a duplicate, not as a new message.
-				s.entryStateLocked(d.entry, EntrySent, pid)
-			}
+			// Sent with this identifier: after a restart it is sent
+			// again as a duplicate with it, not as a new message.
+			s.entryStateLocked(d.entry, EntrySent, pid)
 		}
 		dst = append(dst, outgoing{delivery: *d, pid: pid})
 		s.queue.popFront()

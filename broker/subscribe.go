@@ -38,7 +38,15 @@ func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
 			wants = append(wants, retainedRequest{filter: sub.Filter, qos: sub.Options.QoS, subID: subID})
 		}
 	}
-	finish := func(error) { c.finishSubscribe(&ack, wants) }
+	finish := func(err error) {
+		if err != nil {
+			// Not on disk: the client must not count on the subscription
+			// surviving a restart.
+			failCodes(ack.ReasonCodes)
+			wants = nil
+		}
+		c.finishSubscribe(&ack, wants)
+	}
 	c.sess.mu.Lock()
 	// A durable session answers once its subscriptions are on disk: a
 	// client that has its SUBACK keeps the subscription across a crash.
@@ -61,7 +69,7 @@ func (c *conn) finishSubscribe(ack *packet.Suback, wants []retainedRequest) {
 	c.ctrl = ack.Append(c.ctrl, c.version)
 	c.outMu.Unlock()
 	for _, d := range retained {
-		c.sess.enqueueLocked(d)
+		c.sess.enqueueLocked(d, nil)
 	}
 	c.sess.mu.Unlock()
 	c.wakeWriter()
@@ -102,7 +110,7 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 // sendRetained queues the retained messages matching a new subscription.
 func (s *Server) sendRetained(sess *session, w retainedRequest) {
 	for _, d := range s.collectRetained(nil, w) {
-		sess.enqueue(d)
+		sess.enqueue(d, nil)
 	}
 }
 
@@ -125,7 +133,12 @@ func (c *conn) handleUnsubscribe(u *packet.Unsubscribe) error {
 	for i, f := range u.Filters {
 		ack.ReasonCodes[i] = c.srv.unsubscribe(c.sess, &c.info, f)
 	}
-	finish := func(error) { c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) }) }
+	finish := func(err error) {
+		if err != nil {
+			failCodes(ack.ReasonCodes)
+		}
+		c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) })
+	}
 	c.sess.mu.Lock()
 	deferred := c.sess.saveLocked(0, finish)
 	c.sess.mu.Unlock()
@@ -184,3 +197,13 @@ func (r *MemoryRetained) Match(filter string, fn func(m *Message) bool) {
 
 // Len implements RetainedStore.
 func (r *MemoryRetained) Len() int { return r.idx.Len() }
+
+// failCodes turns the successful codes of a SUBACK or UNSUBACK into 0x80
+// (the store failed to record the change).
+func failCodes(codes []packet.ReasonCode) {
+	for i, rc := range codes {
+		if !rc.IsError() {
+			codes[i] = packet.UnspecifiedError
+		}
+	}
+}
