@@ -50,6 +50,8 @@ var brokerMetrics = []metricDesc{
 	counter("gantry_bytes_sent_total", "Bytes written to client connections.", func(n *Node) float64 { return float64(n.Broker.Stats().BytesOut.Load()) }),
 	counter("gantry_messages_dropped_total", "Messages dropped: queue full, expired, larger than the client's Maximum Packet Size, or for a slow consumer.", func(n *Node) float64 { return float64(n.Broker.Stats().Dropped.Load()) }),
 	counter("gantry_publishes_refused_total", "Publishes refused by access rules or the publish pipeline.", func(n *Node) float64 { return float64(n.Broker.Stats().RefusedPublishes.Load()) }),
+	counter("gantry_session_congestions_total", "Times a connected session's queue reached Mqtt.MaxQueuedMessages and its publishers were paused.", func(n *Node) float64 { return float64(n.Broker.Stats().Congestions.Load()) }),
+	counter("gantry_publisher_pauses_total", "Times a publisher's connection stopped being read until a congested session drained (backpressure).", func(n *Node) float64 { return float64(n.Broker.Stats().PublisherPauses.Load()) }),
 	counter("gantry_store_failures_total", "QoS 1/2 publishes refused because the durable store failed to write them.", func(n *Node) float64 { return float64(n.Broker.Stats().StoreFailures.Load()) }),
 	counter("gantry_malformed_packets_total", "Connections closed for a malformed packet or a protocol error.", func(n *Node) float64 { return float64(n.Broker.Stats().MalformedPackets.Load()) }),
 	counter("gantry_auth_failures_total", "Failed or refused logins.", func(n *Node) float64 { return float64(n.Broker.Stats().AuthFailures.Load()) }),

@@ -43,7 +43,8 @@ type conn struct {
 
 	ackMu      sync.Mutex // guards acks, inflightIn
 	acks       []*pendingAck
-	inflightIn int // inbound QoS 1/2 not yet completed, against ReceiveMaximum
+	pause      <-chan struct{} // a congested session the reader waits for before reading on
+	inflightIn int             // inbound QoS 1/2 not yet completed, against ReceiveMaximum
 
 	outMu    sync.Mutex // guards ctrl, spare
 	ctrl     []byte     // encoded control packets waiting for the writer

@@ -77,6 +77,7 @@ func (s *Server) detach(c *conn, publishWill bool) {
 		return
 	}
 	sess.conn = nil
+	sess.relieveLocked(true) // nobody drains an offline queue: publishers go on
 	var now *willSpec
 	if w := sess.will; w != nil && publishWill {
 		if delay := min(w.delay, sess.expiry); delay == 0 {

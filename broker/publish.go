@@ -108,7 +108,43 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 		c.srv.route(m)
 		return nil
 	}
-	return c.pipeline(m, p.PacketID, persisted)
+	if err := c.pipeline(m, p.PacketID, persisted); err != nil {
+		return err
+	}
+	c.awaitRoom()
+	return nil
+}
+
+// pauseFor remembers a congested session for the reader to wait for. The
+// caller holds c.ackMu.
+func (c *conn) pauseFor(wait <-chan struct{}) {
+	if wait != nil && c.pause == nil {
+		c.pause = wait
+	}
+}
+
+// awaitRoom pauses the reader while a session this client published to is
+// congested: the client's socket is not read, so TCP slows it down instead
+// of the broker dropping its QoS 1/2 messages. The pause ends when the
+// session has drained, goes offline or ends, when this connection stops,
+// or after StuckTimeout (by then a subscriber that accepts nothing has
+// been disconnected).
+func (c *conn) awaitRoom() {
+	c.ackMu.Lock()
+	wait := c.pause
+	c.pause = nil
+	c.ackMu.Unlock()
+	if wait == nil {
+		return
+	}
+	c.srv.stats.PublisherPauses.Add(1)
+	t := time.NewTimer(c.srv.opts.StuckTimeout)
+	defer t.Stop()
+	select {
+	case <-wait:
+	case <-c.stopped:
+	case <-t.C:
+	}
 }
 
 // resolveTopic applies an inbound topic alias and validates the topic.
@@ -187,7 +223,9 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 	c.ackMu.Lock()
 	if len(c.acks) == 0 && len(c.srv.hooks) == 0 {
 		// Fast path: no earlier publish and no hook to wait for.
-		if stored, t := c.srv.route(m); stored || persisted {
+		stored, t, wait := c.srv.route(m)
+		c.pauseFor(wait)
+		if stored || persisted {
 			p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, routed: true, storing: true, ticket: t}
 			c.acks = append(c.acks, p)
 			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
@@ -225,7 +263,8 @@ func (c *conn) drainAcksLocked() error {
 		}
 		if p.err == nil && !p.routed {
 			p.routed = true
-			stored, t := c.srv.route(p.msg)
+			stored, t, wait := c.srv.route(p.msg)
+			c.pauseFor(wait)
 			if stored || p.persisted {
 				p.storing, p.ticket = true, t
 				c.srv.persistOps(p.stored) // a barrier: done once all before it is durable

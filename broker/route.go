@@ -76,7 +76,10 @@ func (s *Server) Deliver(m *Message) {
 //
 // The outcome of those writes is collected in the returned ticket (nil
 // when nothing was persisted): see storeTicket.
-func (s *Server) route(m *Message) (persisted bool, t *storeTicket) {
+//
+// wait, when not nil, is the channel of a congested session: the
+// publisher should pause until it is closed.
+func (s *Server) route(m *Message) (persisted bool, t *storeTicket, wait <-chan struct{}) {
 	if m.Retain {
 		persisted = s.storeRetained(m, &t)
 	}
@@ -84,19 +87,23 @@ func (s *Server) route(m *Message) (persisted bool, t *storeTicket) {
 	r.matches = s.subs.Match(m.Topic, r.matches[:0], onlineOrInproc)
 	if len(r.matches) == 0 {
 		s.routers.Put(r)
-		return persisted, t
+		return persisted, t, nil
 	}
 	r.collect(m)
 	for i := range r.targets {
 		tg := &r.targets[i]
 		d := delivery{msg: m, qos: min(m.QoS, tg.qos), retain: m.Retain && tg.rap, subID: tg.subID, more: tg.more}
-		if tg.sess.enqueue(d, &t) {
+		p, w := tg.sess.enqueue(d, &t)
+		if p {
 			persisted = true
+		}
+		if w != nil && wait == nil {
+			wait = w
 		}
 	}
 	r.reset()
 	s.routers.Put(r)
-	return persisted, t
+	return persisted, t, wait
 }
 
 // collect folds the matched entries into one target per session.

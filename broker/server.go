@@ -58,6 +58,8 @@ type Stats struct {
 	RefusedPublishes atomic.Uint64
 	MalformedPackets atomic.Uint64
 	StoreFailures    atomic.Uint64 // publishes refused because the store failed to write
+	Congestions      atomic.Uint64 // times a session queue filled up and publishers were paused
+	PublisherPauses  atomic.Uint64 // times a publisher's reader waited for a congested session
 
 	// Client-protection limits (see Options), counted when they bite.
 	ConnectionsRefused      atomic.Uint64 // CONNECT beyond Options.MaxConnections or ListenerConfig.MaxConnections

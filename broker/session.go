@@ -57,6 +57,10 @@ type session struct {
 	dropped  uint64
 	gone     bool // removed from the server; deliveries are ignored
 	stored   bool // the persister holds a record of this session
+	// congested is closed when a queue that grew past the limit has
+	// drained enough; publishers wait on it (backpressure). nil when the
+	// session is not congested.
+	congested chan struct{}
 	// disconnectedAt is when the last connection closed (Unix ns), 0
 	// while connected.
 	disconnectedAt int64
@@ -81,39 +85,72 @@ func newSession(srv *Server, id string) *session {
 // enqueue adds d to the session's queue and wakes its writer. QoS 0
 // messages for an offline session are not kept. It reports whether d was
 // handed to the persister (the publisher's acknowledgement must then wait
-// for the store).
-func (s *session) enqueue(d delivery, t **storeTicket) (persisted bool) {
+// for the store), and a channel to wait on when the session is congested
+// (the publisher should pause until it is closed).
+func (s *session) enqueue(d delivery, t **storeTicket) (persisted bool, wait <-chan struct{}) {
 	s.mu.Lock()
-	queued, persisted := s.enqueueLocked(d, t)
+	queued, persisted, wait := s.enqueueLocked(d, t)
 	c, ic := s.conn, s.inproc
 	s.mu.Unlock()
 	if !queued {
-		return persisted
+		return persisted, wait
 	}
 	if c != nil {
 		c.wakeWriter()
 	} else if ic != nil {
 		ic.wake()
 	}
-	return persisted
+	return persisted, wait
 }
 
 // enqueueLocked adds d to the queue without waking the writer; it reports
-// whether d was kept and whether it was handed to the persister, whose
-// outcome then goes to *t (t may be nil). The caller holds s.mu.
-func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bool) {
+// whether d was kept, whether it was handed to the persister (whose
+// outcome then goes to *t; t may be nil), and the congestion channel of
+// the session if it is congested. The caller holds s.mu.
+//
+// A full queue (MaxQueuedMessages) keeps what matters: an incoming QoS 0
+// message is dropped; a QoS 1/2 message for a connected client is kept
+// beyond the limit, up to twice it, and the session is marked congested
+// so that publishers pause until its client has caught up (backpressure
+// instead of loss); for an offline session, or past twice the limit, the
+// oldest message is dropped.
+func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bool, wait <-chan struct{}) {
 	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
-		return false, false
+		return false, false, nil
 	}
-	if s.queue.len() >= s.srv.opts.MaxQueuedMessages {
-		s.forgetEntryLocked(s.queue.front().entry)
-		s.queue.popFront()
-		s.dropped++
-		s.srv.stats.Dropped.Add(1)
+	limit := s.srv.opts.MaxQueuedMessages
+	if n := s.queue.len(); n >= limit {
+		switch {
+		case d.qos == 0:
+			s.dropped++
+			s.srv.stats.Dropped.Add(1)
+			return false, false, nil
+		case s.conn != nil && n < 2*limit:
+			if s.congested == nil {
+				s.congested = make(chan struct{})
+				s.srv.stats.Congestions.Add(1)
+			}
+			wait = s.congested
+		default:
+			s.forgetEntryLocked(s.queue.front().entry)
+			s.queue.popFront()
+			s.dropped++
+			s.srv.stats.Dropped.Add(1)
+		}
 	}
 	persisted = s.persistEntryLocked(&d, t)
 	s.queue.pushBack(d)
-	return true, persisted
+	return true, persisted, wait
+}
+
+// relieveLocked releases the publishers waiting on a congested session
+// once its queue is down to three quarters of the limit, or when nobody
+// will drain it (offline, gone). The caller holds s.mu.
+func (s *session) relieveLocked(force bool) {
+	if s.congested != nil && (force || s.queue.len() <= s.srv.opts.MaxQueuedMessages*3/4) {
+		close(s.congested)
+		s.congested = nil
+	}
 }
 
 // allocPID returns a free packet identifier. The caller holds s.mu and has
@@ -157,6 +194,7 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 		dst = append(dst, outgoing{delivery: *d, pid: pid})
 		s.queue.popFront()
 	}
+	s.relieveLocked(false)
 	return dst
 }
 
@@ -249,6 +287,7 @@ func (s *session) releaseQoS2(pid uint16, done func(error)) (held, deferred bool
 // clearState drops queued and inflight messages (session discarded).
 // The caller holds s.mu.
 func (s *session) clearState() {
+	s.relieveLocked(true)
 	s.queue = deque{}
 	clear(s.inflight)
 	clear(s.qos2In)
