@@ -86,11 +86,42 @@ func TestReportMarksFailuresAndRatios(t *testing.T) {
 }
 
 func TestMosquittoConfMatchesGantryLimits(t *testing.T) {
-	c := mosquittoConf(1999, 0)
+	c := mosquittoConf(1999, 0, queueLimit, "")
 	for _, want := range []string{"listener 1999 127.0.0.1", "allow_anonymous true", "persistence false",
 		"max_queued_messages 10000", "max_inflight_messages 0"} {
 		if !strings.Contains(c, want+"\n") {
 			t.Errorf("configuration lacks %q:\n%s", want, c)
+		}
+	}
+}
+
+func TestReportStatesTheDurableAim(t *testing.T) {
+	o, err := parseOptions([]string{"-scenarios", "durable", "-payloads", "16", "-modes", "pinned", "-brokers", "gantry"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{opts: o, modes: []mode{{name: pinnedMode, brokerCPUs: "0", loadCPUs: []int{1}}}}
+	vs := h.variants()
+	if len(vs) != 1 || vs[0].qos != 1 || closedLoop(vs[0]) {
+		t.Fatalf("variants = %+v", vs)
+	}
+	if bs := h.brokersFor(vs[0]); !slices.Equal(bs, []string{gantryDurableKind, gantryMemoryKind}) {
+		t.Fatalf("brokersFor = %v", bs)
+	}
+	res := func(acked float64) load.Result {
+		return load.Result{OutRate: acked, Acked: 1000, Received: 1000, Elapsed: time.Second, BrokerCPU: time.Second, Latency: new(load.Histogram)}
+	}
+	for _, c := range []struct {
+		durable float64
+		want    string
+	}{{45000, "0.45× (met)"}, {15000, "0.15× (NOT met)"}} {
+		h.outcomes = []outcome{
+			{mode: pinnedMode, v: vs[0], broker: gantryDurableKind, round: 1, res: res(c.durable)},
+			{mode: pinnedMode, v: vs[0], broker: gantryMemoryKind, round: 1, res: res(100000)},
+		}
+		rep := h.report()
+		if rep.failed || !strings.Contains(rep.text, "| gantry, durable ") || !strings.Contains(rep.text, c.want) {
+			t.Errorf("report, want %q:\n%s", c.want, rep.text)
 		}
 	}
 }

@@ -14,6 +14,28 @@
 // lost or reordered is a failure: the run is reported as FAIL and the
 // command exits with status 1 after writing its report.
 //
+// # Durability
+//
+// The durable scenario (issue "Durability") measures QoS 1 publishes
+// acknowledged per second, and their publish-to-PUBACK latency, when every
+// message is queued for an offline persistent session: 50 publishers with
+// 16 publishes outstanding each, one subscriber that subscribed with clean
+// session 0 and disconnected before they started. Its variants alternate
+// A B A B like the brokers: Gantry with durability on (fresh data directory
+// per run; a PUBACK waits for the group-committed fsync) and off, and
+// Mosquitto with persistence on and its default 30-minute autosave, which
+// saves on that interval and not before a PUBACK. Gantry's queue limit is
+// raised to its maximum (10,000,000) so that nothing is dropped, and the
+// publishers stop, ending the window early, once they have sent that
+// many. After each run the subscriber reconnects and must receive every
+// acknowledged message, or the run fails; the durable Gantry is first
+// killed with SIGKILL and restarted on its data directory. The report
+// states the durable/in-memory ratio against the aim of 30%.
+//
+// The gantry binary serves no profiles; TestDurableProfile in
+// gantry/build/bench/load runs the scenario against an in-process broker
+// with a store and logs the store's commits (go test -cpuprofile).
+//
 // # CPU placement
 //
 // The primary mode, "pinned", runs the broker on -broker-cpus (taskset)

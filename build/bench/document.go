@@ -126,7 +126,31 @@ func (h *harness) method() string {
 - Generator check: the sink swallows publishes without routing them, so its
   rate bounds what the generator can publish. For fan-out the receiving side
   matters more: see the CPU use of generator and broker in the same runs.
-`, count(queueLimit), count(inflightLimit), mosquitto)
+`, count(queueLimit), count(inflightLimit), mosquitto) + durableMethod()
+}
+
+// durableMethod explains the durable scenario's table.
+func durableMethod() string {
+	return fmt.Sprintf(`- durable: 50 publishers on their own topics, QoS 1 only, each keeping 16
+  publishes unacknowledged (closed loop on PUBACK). Before they start, one
+  subscriber connects with clean session 0 and a fixed client id, subscribes
+  to their topics at QoS 1 and disconnects, so that every message is queued
+  for an offline persistent session (at most %[1]s, Gantry's maximum: none is
+  dropped; after %[1]s messages the publishers stop and the measurement
+  window ends early). "Acked msg/s" counts PUBACKs; latency is publish to
+  PUBACK.
+  "gantry, durable" has durability on (a fresh data directory under the
+  system's temporary directory): a PUBACK leaves once the message is
+  committed and fsynced, in group commits. "gantry, in memory" has it off.
+  After the run the subscriber reconnects and must receive every message
+  acknowledged, or the run FAILs; the durable Gantry is killed with SIGKILL
+  and restarted on its data directory first, so that this counts what was on
+  disk. "mosquitto, autosave 30 min" runs with persistence on and its default
+  autosave_interval (1800 s): it saves on that interval and at exit, never
+  before a PUBACK, so it is no durable figure; it is not restarted. The
+  durable figures follow the disk's fsync latency, which other I/O on the
+  machine lengthens.
+`, count(durableQueueLimit))
 }
 
 // machine describes the host and the software measured.

@@ -184,7 +184,8 @@ type variant struct {
 }
 
 // variants lists the selected scenarios × QoS × payload sizes, in the
-// order of load.Standard. The idle scenario has a single variant.
+// order of load.Standard. The idle scenario has a single variant, the
+// durable one runs at QoS 1 only.
 func (h *harness) variants() []variant {
 	var vs []variant
 	for _, sc := range load.Standard() {
@@ -195,6 +196,12 @@ func (h *harness) variants() []variant {
 		case sc.Topology == load.Idle:
 			sc.Clients = h.conns
 			vs = append(vs, variant{sc: sc})
+			continue
+		case sc.Topology == load.Offline: // QoS 1 only
+			sc.MaxMessages = durableQueueLimit
+			for _, p := range h.opts.payloads {
+				vs = append(vs, variant{sc: sc, qos: 1, payload: p})
+			}
 			continue
 		case sc.SubscriberRate > 0:
 			sc.SubscriberRate = sc.SubscriberRate / sc.Rate * h.opts.rate
@@ -210,3 +217,22 @@ func (h *harness) variants() []variant {
 	}
 	return vs
 }
+
+// brokersFor returns the brokers that run v, in their A B A B order: the
+// selected ones, or for the durable scenario Gantry with durability on and
+// off, then Mosquitto with persistence (each when its broker is selected).
+func (h *harness) brokersFor(v variant) []string {
+	if !isDurable(v) {
+		return h.opts.brokers
+	}
+	var bs []string
+	if slices.Contains(h.opts.brokers, gantryKind) {
+		bs = append(bs, gantryDurableKind, gantryMemoryKind)
+	}
+	if slices.Contains(h.opts.brokers, mosquittoKind) {
+		bs = append(bs, mosquittoPersistKind)
+	}
+	return bs
+}
+
+func isDurable(v variant) bool { return v.sc.Topology == load.Offline }

@@ -12,11 +12,15 @@ import (
 	"gantry/build/bench/load"
 )
 
-// Broker kinds.
+// Broker kinds. The durable scenario has its own: Gantry with durability
+// on and off, and Mosquitto with persistence.
 const (
-	gantryKind    = "gantry"
-	mosquittoKind = "mosquitto"
-	sinkKind      = "sink"
+	gantryKind           = "gantry"
+	mosquittoKind        = "mosquitto"
+	sinkKind             = "sink"
+	gantryDurableKind    = "gantry-durable"
+	gantryMemoryKind     = "gantry-memory"
+	mosquittoPersistKind = "mosquitto-persist"
 )
 
 // CPU placement modes.
@@ -62,7 +66,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.BoolVar(&o.quick, "quick", false, "short run for make bench (about 6 minutes on 2 cores): -rounds 2 -duration 1s -warmup 0.5s unless set")
+	fs.BoolVar(&o.quick, "quick", false, "short run for make bench (about 8 minutes on 2 cores): -rounds 2 -duration 1s -warmup 0.5s unless set")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds per scenario variant, brokers alternating A B A B")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measurement window per run (connections: hold time)")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "load before the measurement window")

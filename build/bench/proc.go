@@ -24,13 +24,19 @@ import (
 const (
 	queueLimit    = 10000 // messages queued per client
 	inflightLimit = 1024  // QoS 1 messages in flight to one client
+	// durableQueueLimit is the queue of the durable scenario, whose
+	// offline session must keep every message: Gantry's maximum.
+	durableQueueLimit = 10000000
 )
 
 // Process lifetimes.
 const (
 	startTimeout = 15 * time.Second
 	stopTimeout  = 15 * time.Second
-	logLines     = 20 // output lines kept for error messages
+	// restartTimeout bounds a restart after SIGKILL, which loads the
+	// messages queued on disk.
+	restartTimeout = 2 * time.Minute
+	logLines       = 20 // output lines kept for error messages
 )
 
 // process is one broker (or sink) process listening on addr.
@@ -38,6 +44,8 @@ type process struct {
 	kind   string
 	addr   string
 	dir    string // scratch directory: data, configuration
+	sp     spec
+	cpus   string // taskset list; empty: inherit
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // from Wait, set before exited closes
@@ -64,10 +72,10 @@ func (h *harness) startProcess(kind, cpus string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &process{kind: kind, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan struct{})}
-	sp, err := h.spec(p, port)
+	p := &process{kind: kind, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cpus: cpus}
+	p.sp, err = h.spec(p, port)
 	if err == nil {
-		err = p.start(sp, cpus)
+		err = p.start(startTimeout)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -79,22 +87,16 @@ func (h *harness) startProcess(kind, cpus string) (*process, error) {
 // spec returns the command line, environment and readiness line of p.
 func (h *harness) spec(p *process, port int) (spec, error) {
 	switch p.kind {
-	case gantryKind:
-		env := []string{
-			"COREFLUX_DATA_DIR=" + p.dir,
-			"COREFLUX_MQTT_BIND_IP=127.0.0.1",
-			"COREFLUX_MQTT_PORT=" + strconv.Itoa(port),
-			"COREFLUX_MQTT_WEBSOCKET_PORT=0",
-			"COREFLUX_OPS_PORT=0",
-			"COREFLUX_LOG_LEVEL=info",
-			"COREFLUX_MQTT_MAX_QUEUED_MESSAGES=" + strconv.Itoa(queueLimit),
-			"COREFLUX_MQTT_MAX_INFLIGHT=" + strconv.Itoa(inflightLimit),
-		}
+	case gantryKind, gantryDurableKind, gantryMemoryKind:
 		ready := func(l string) bool { return strings.Contains(l, "msg=listening") && strings.Contains(l, p.addr) }
-		return spec{argv: []string{h.opts.gantry, "-dev"}, env: env, ready: ready}, nil
-	case mosquittoKind:
+		return spec{argv: []string{h.opts.gantry, "-dev"}, env: gantryEnv(p, port), ready: ready}, nil
+	case mosquittoKind, mosquittoPersistKind:
 		conf := filepath.Join(p.dir, "mosquitto.conf")
-		if err := os.WriteFile(conf, []byte(mosquittoConf(port, h.opts.mosquittoInflight)), 0o644); err != nil {
+		text := mosquittoConf(port, h.opts.mosquittoInflight, queueLimit, "")
+		if p.kind == mosquittoPersistKind {
+			text = mosquittoConf(port, h.opts.mosquittoInflight, durableQueueLimit, p.dir)
+		}
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			return spec{}, err
 		}
 		ready := func(l string) bool { return strings.Contains(l, " running") }
@@ -110,14 +112,42 @@ func (h *harness) spec(p *process, port int) (spec, error) {
 	return spec{}, fmt.Errorf("unknown broker kind %q", p.kind)
 }
 
+// gantryEnv configures Gantry in p's scratch directory: loopback
+// listener on port, no other listener, the harness's limits and, for
+// the durable scenario's kinds, durability on or off and the queue
+// of an offline session large enough to keep every message.
+func gantryEnv(p *process, port int) []string {
+	queue, durable := queueLimit, false
+	if p.kind != gantryKind {
+		queue, durable = durableQueueLimit, p.kind == gantryDurableKind
+	}
+	return []string{
+		"COREFLUX_DATA_DIR=" + p.dir,
+		"COREFLUX_DURABILITY_ENABLED=" + strconv.FormatBool(durable),
+		"COREFLUX_MQTT_BIND_IP=127.0.0.1",
+		"COREFLUX_MQTT_PORT=" + strconv.Itoa(port),
+		"COREFLUX_MQTT_WEBSOCKET_PORT=0",
+		"COREFLUX_OPS_PORT=0",
+		"COREFLUX_LOG_LEVEL=info",
+		"COREFLUX_MQTT_MAX_QUEUED_MESSAGES=" + strconv.Itoa(queue),
+		"COREFLUX_MQTT_MAX_INFLIGHT=" + strconv.Itoa(inflightLimit),
+	}
+}
+
 // mosquittoConf is a configuration matching Gantry's limits: loopback
-// listener, anonymous clients, no persistence, no per-connection logs,
-// and inflight QoS 1 messages per client (0 = no limit).
-func mosquittoConf(port, inflight int) string {
+// listener, anonymous clients, no per-connection logs, inflight QoS 1
+// messages per client (0 = no limit) and queue messages queued per
+// client. With a persistDir it has persistence on, in that directory,
+// saved on the default interval (autosave_interval 1800 s) and at exit;
+// without, persistence off.
+func mosquittoConf(port, inflight, queue int, persistDir string) string {
+	persistence := "persistence false\n"
+	if persistDir != "" {
+		persistence = "persistence true\npersistence_location " + persistDir + "/\n"
+	}
 	return fmt.Sprintf(`listener %d 127.0.0.1
 allow_anonymous true
-persistence false
-connection_messages false
+%sconnection_messages false
 log_dest stderr
 log_type error
 log_type warning
@@ -127,14 +157,14 @@ max_inflight_messages %d
 max_queued_messages %d
 max_queued_bytes 0
 set_tcp_nodelay true
-`, port, inflight, queueLimit)
+`, port, persistence, inflight, queue)
 }
 
-// start runs the process and waits for its readiness line.
-func (p *process) start(sp spec, cpus string) error {
-	argv := sp.argv
-	if cpus != "" {
-		argv = append([]string{"taskset", "-c", cpus}, argv...)
+// start runs the process and waits up to timeout for its readiness line.
+func (p *process) start(timeout time.Duration) error {
+	sp, argv := p.sp, p.sp.argv
+	if p.cpus != "" {
+		argv = append([]string{"taskset", "-c", p.cpus}, argv...)
 	}
 	p.cmd = exec.Command(argv[0], argv[1:]...)
 	p.cmd.Env = append(os.Environ(), sp.env...)
@@ -150,13 +180,15 @@ func (p *process) start(sp spec, cpus string) error {
 		r.Close()
 		return err
 	}
+	cmd, exited := p.cmd, make(chan struct{})
+	p.exited = exited
 	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
+		p.err = cmd.Wait()
+		close(exited)
 	}()
 	ready := make(chan struct{})
 	go p.watch(r, sp.ready, ready)
-	t := time.NewTimer(startTimeout)
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-ready:
@@ -165,8 +197,20 @@ func (p *process) start(sp spec, cpus string) error {
 		return fmt.Errorf("exited before listening (%v): %s", p.err, p.lastOutput())
 	case <-t.C:
 		p.stop()
-		return fmt.Errorf("not listening after %v: %s", startTimeout, p.lastOutput())
+		return fmt.Errorf("not listening after %v: %s", timeout, p.lastOutput())
 	}
+}
+
+// crash kills the process with SIGKILL, as a power cut would, and starts
+// it again on the same directory and port: it then holds what it had on
+// disk. It returns the address to reconnect to.
+func (p *process) crash() (string, error) {
+	p.cmd.Process.Kill()
+	<-p.exited
+	if err := p.start(restartTimeout); err != nil {
+		return "", fmt.Errorf("%s after SIGKILL: %w", p.kind, err)
+	}
+	return p.addr, nil
 }
 
 // watch reads the process's output to the end, keeps the last lines and

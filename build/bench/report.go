@@ -52,23 +52,26 @@ type tables struct {
 	mode string
 }
 
-// section is one table of a mode: the variants it shows and how.
+// section is one table of a mode: the variants it shows and how, and
+// optionally a paragraph under it.
 type section struct {
 	title string
 	rows  func(variant) bool
 	table func([]variant) *table
+	note  func([]variant) string
 }
 
 func (t tables) write(b *strings.Builder, primary bool) {
 	rounds := fmt.Sprintf(" (median of %d round(s))", t.h.opts.rounds)
 	sections := []section{
-		{"Throughput, closed loop" + rounds, closedLoop, t.throughput},
-		{"Latency at a fixed offered rate" + rounds, isLatency, t.latency},
-		{"Overload: open-loop fan-in, slow subscriber" + rounds, isOverload, t.overload},
-		{"Idle connections" + rounds, isIdle, t.connections},
+		{"Throughput, closed loop" + rounds, closedLoop, t.throughput, nil},
+		{"Latency at a fixed offered rate" + rounds, isLatency, t.latency, nil},
+		{"Overload: open-loop fan-in, slow subscriber" + rounds, isOverload, t.overload, nil},
+		{"Idle connections" + rounds, isIdle, t.connections, nil},
+		{"Durability: QoS 1 publishes queued for an offline persistent session" + rounds, isDurable, t.durable, t.aimNote},
 	}
 	if primary && t.h.opts.sink {
-		sections = append(sections, section{"Generator check: publish rate into the sink vs. the brokers", closedLoop, t.generator})
+		sections = append(sections, section{"Generator check: publish rate into the sink vs. the brokers", closedLoop, t.generator, nil})
 	}
 	for _, s := range sections {
 		var vs []variant
@@ -79,6 +82,9 @@ func (t tables) write(b *strings.Builder, primary bool) {
 		}
 		if len(vs) > 0 {
 			fmt.Fprintf(b, "#### %s\n\n%s\n", s.title, s.table(vs).markdown())
+		}
+		if len(vs) > 0 && s.note != nil {
+			fmt.Fprintf(b, "%s\n\n", s.note(vs))
 		}
 	}
 }
@@ -92,30 +98,54 @@ func (t tables) get(v variant, broker string) *summary {
 	return t.sums[key{t.mode, v.label(), broker}]
 }
 
+// quotient returns f of broker a's summary of v over f of broker b's;
+// ok is false unless both completed every round.
+func (t tables) quotient(v variant, a, b string, f func(*summary) float64) (q float64, ok bool) {
+	x, y := t.get(v, a), t.get(v, b)
+	if x == nil || y == nil || x.runs == 0 || y.runs == 0 || x.fail != nil || y.fail != nil {
+		return 0, false
+	}
+	q = f(x) / f(y)
+	return q, f(y) != 0 && !math.IsNaN(q)
+}
+
 // ratio formats a/b of the Gantry and Mosquitto summaries of v.
 func (t tables) ratio(v variant, f func(*summary) float64) string {
-	g, m := t.get(v, gantryKind), t.get(v, mosquittoKind)
-	if g == nil || m == nil || g.runs == 0 || m.runs == 0 || g.fail != nil || m.fail != nil {
+	return times(t.quotient(v, gantryKind, mosquittoKind, f))
+}
+
+// times formats a ratio, or a dash when there is none.
+func times(q float64, ok bool) string {
+	if !ok {
 		return "—"
 	}
-	a, c := f(g), f(m)
-	if c == 0 || math.IsNaN(a/c) {
-		return "—"
+	return fmt.Sprintf("%.2f×", q)
+}
+
+// brokerLabel names a broker kind in the tables.
+func brokerLabel(b string) string {
+	switch b {
+	case gantryDurableKind:
+		return "gantry, durable"
+	case gantryMemoryKind:
+		return "gantry, in memory"
+	case mosquittoPersistKind:
+		return "mosquitto, autosave 30 min"
 	}
-	return fmt.Sprintf("%.2f×", a/c)
+	return b
 }
 
 // each adds one row per broker of v: the variant's cells, then the
-// broker's figures (or FAIL when a round failed), then on Gantry's row the
-// ratio to Mosquitto when ratio is not nil.
+// broker's figures (or FAIL when a round failed), then on Gantry's row
+// (with durability, in the durable table) the ratio when ratio is not nil.
 func (t tables) each(tb *table, vs []variant, lead func(variant) []string, figures func(*summary) []string, ratio func(variant) string) {
 	for _, v := range vs {
-		for _, b := range t.h.opts.brokers {
+		for _, b := range t.h.brokersFor(v) {
 			s := t.get(v, b)
 			if s == nil {
 				continue
 			}
-			row := append(lead(v), b)
+			row := append(lead(v), brokerLabel(b))
 			if s.fail != nil {
 				row = append(row, failCell(s.fail))
 			} else {
@@ -123,7 +153,7 @@ func (t tables) each(tb *table, vs []variant, lead func(variant) []string, figur
 			}
 			if ratio != nil {
 				cell := ""
-				if b == gantryKind {
+				if b == gantryKind || b == gantryDurableKind {
 					cell = ratio(v)
 				}
 				row = append(tb.pad(row, len(tb.header)-1), cell)
@@ -175,6 +205,47 @@ func (t tables) connections(vs []variant) *table {
 			fmt.Sprintf("%.1f", s.perConn/1024), secs(s.holdCPU)}
 	}, func(v variant) string { return t.ratio(v, func(s *summary) float64 { return s.perConn }) })
 	return tb
+}
+
+// durable is the table of the durable scenario: publishes acknowledged
+// per second and their latency, Gantry with durability on and off (and
+// Mosquitto with persistence), and what the offline subscriber received.
+func (t tables) durable(vs []variant) *table {
+	tb := newTable("Payload", "Variant", "Acked msg/s", "p50 ms", "p99 ms", "p99.9 ms", "Broker CPU s",
+		"Acked per CPU s", "Broker RSS MB", "Acked in all", "Received on reconnect", "Durable/in-memory msg/s")
+	lead := func(v variant) []string { return []string{sizeLabel(v.payload)} }
+	t.each(tb, vs, lead, func(s *summary) []string {
+		return []string{count(s.out), msec(s.p(0.5)), msec(s.p(0.99)), msec(s.p(0.999)), secs(s.cpu),
+			count(s.perCPU), fmt.Sprintf("%.1f", s.rssAfter/(1<<20)), count(s.acked), count(s.received)}
+	}, func(v variant) string { return times(t.durableRatio(v)) })
+	return tb
+}
+
+// durableAim is the least durable/in-memory throughput ratio aimed at
+// (issue "Durability", on 2 cores).
+const durableAim = 0.30
+
+// durableRatio is Gantry's durable over in-memory acked msg/s for v.
+func (t tables) durableRatio(v variant) (float64, bool) {
+	return t.quotient(v, gantryDurableKind, gantryMemoryKind, func(s *summary) float64 { return s.out })
+}
+
+// aimNote states the durable/in-memory ratios against the aim.
+func (t tables) aimNote(vs []variant) string {
+	var parts []string
+	for _, v := range vs {
+		q, ok := t.durableRatio(v)
+		verdict := "no figure"
+		switch {
+		case ok && q >= durableAim:
+			verdict = "met"
+		case ok:
+			verdict = "NOT met"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", sizeLabel(v.payload), times(q, ok), verdict))
+	}
+	return fmt.Sprintf("Aim: durable throughput at least %.0f%% of in-memory throughput. Durable/in-memory acked msg/s: %s.",
+		100*durableAim, strings.Join(parts, "; "))
 }
 
 // generator checks that the load generator did not limit the brokers:
@@ -324,7 +395,7 @@ func (t *table) markdown() string {
 // isLabel reports whether column i holds labels (left-aligned).
 func (t *table) isLabel(i int) bool {
 	switch t.header[i] {
-	case "Scenario", "QoS", "Payload", "Broker", "Verdict":
+	case "Scenario", "QoS", "Payload", "Broker", "Variant", "Verdict":
 		return true
 	}
 	return false

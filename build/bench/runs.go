@@ -24,7 +24,10 @@ type outcome struct {
 // fails is recorded and the plan goes on; only ctx stops it.
 func (h *harness) runAll(ctx context.Context) error {
 	vs := h.variants()
-	total := len(h.modes) * len(vs) * h.opts.rounds * len(h.opts.brokers)
+	total := 0
+	for _, v := range vs {
+		total += len(h.modes) * h.opts.rounds * len(h.brokersFor(v))
+	}
 	fmt.Fprintf(h.stderr, "bench: %d runs of %v + %v warm-up each\n", total, h.opts.duration, h.opts.warmup)
 	for i, m := range h.modes {
 		if err := pinSelf(m.loadCPUs); err != nil {
@@ -32,7 +35,7 @@ func (h *harness) runAll(ctx context.Context) error {
 		}
 		for _, v := range vs {
 			for round := 1; round <= h.opts.rounds; round++ {
-				for _, b := range h.opts.brokers {
+				for _, b := range h.brokersFor(v) {
 					h.runOne(ctx, m, v, b, round)
 				}
 			}
@@ -47,9 +50,10 @@ func (h *harness) runAll(ctx context.Context) error {
 	return nil
 }
 
-// closedLoop reports whether v measures the highest throughput.
+// closedLoop reports whether v measures the highest throughput end to
+// end (the durable scenario has a table of its own).
 func closedLoop(v variant) bool {
-	return v.sc.Topology != load.Idle && v.sc.Rate == 0
+	return v.sc.Topology != load.Idle && v.sc.Topology != load.Offline && v.sc.Rate == 0
 }
 
 // runOne starts a fresh broker, runs v against it and records the outcome.
@@ -72,17 +76,7 @@ func (h *harness) measure(ctx context.Context, m mode, v variant, broker string)
 		return load.Result{}, err
 	}
 	defer p.stop()
-	cfg := load.Config{
-		Addr:        p.addr,
-		Sources:     h.sources,
-		QoS:         v.qos,
-		PayloadSize: v.payload,
-		Warmup:      h.opts.warmup,
-		Duration:    h.opts.duration,
-		Sink:        broker == sinkKind,
-		Probe:       p.usage,
-	}
-	res, err := load.Run(ctx, v.sc, cfg)
+	res, err := load.Run(ctx, v.sc, h.config(p, v))
 	if err != nil {
 		select {
 		case <-p.exited:
@@ -91,6 +85,26 @@ func (h *harness) measure(ctx context.Context, m mode, v variant, broker string)
 		}
 	}
 	return res, err
+}
+
+// config is how to run v against p. Gantry with durability is killed
+// (SIGKILL) and restarted before the durable scenario's subscriber
+// reconnects, so that it collects what was on disk.
+func (h *harness) config(p *process, v variant) load.Config {
+	cfg := load.Config{
+		Addr:        p.addr,
+		Sources:     h.sources,
+		QoS:         v.qos,
+		PayloadSize: v.payload,
+		Warmup:      h.opts.warmup,
+		Duration:    h.opts.duration,
+		Sink:        p.kind == sinkKind,
+		Probe:       p.usage,
+	}
+	if p.kind == gantryDurableKind {
+		cfg.Restart = p.crash
+	}
+	return cfg
 }
 
 // label names a variant: "fanin QoS 1 16 B".
@@ -114,9 +128,18 @@ func (o outcome) progress() string {
 		return "FAIL: " + o.err.Error()
 	}
 	r := o.res
-	if o.v.sc.Topology == load.Idle {
+	switch o.v.sc.Topology {
+	case load.Idle:
 		return fmt.Sprintf("%d conns at %.0f/s, %.1f KB/conn, RSS %s → %s", r.Conns, r.ConnectRate(),
 			r.BytesPerConn()/1024, mb(r.RSSBefore), mb(r.RSSAfter))
+	case load.Offline:
+		capped := ""
+		if r.Capped {
+			capped = fmt.Sprintf(" (window ended after %d messages: %v)", o.v.sc.MaxMessages, r.Elapsed.Round(time.Millisecond))
+		}
+		return fmt.Sprintf("acked %.0f/s p50 %s p99 %s CPU %.2fs (generator %.2fs) RSS %s; received %d of %d acked on reconnect%s",
+			r.OutRate, ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)), r.BrokerCPU.Seconds(),
+			r.GeneratorCPU.Seconds(), mb(r.RSSAfter), r.Received, r.Acked, capped)
 	}
 	return fmt.Sprintf("in %.0f/s out %.0f/s p50 %s p99 %s CPU %.2fs (generator %.2fs) lost %d reordered %d stalls %d",
 		r.InRate, r.OutRate, ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)),

@@ -18,6 +18,7 @@ type summary struct {
 	genCPUs                float64 // CPUs the generator used in the window
 	elapsed                float64 // measurement window, s
 	sent, received, lost   float64
+	acked                  float64 // QoS 1 publishes acknowledged in the run
 	connRate, perConn      float64 // conn/s, bytes
 	rssBefore, rssAfter    float64 // bytes
 	connectCPU, holdCPU    float64 // CPU s
@@ -83,6 +84,7 @@ func (s *summary) messageFigures(rs []load.Result) {
 	s.sent = median(rs, func(r load.Result) float64 { return float64(r.Sent) })
 	s.received = median(rs, func(r load.Result) float64 { return float64(r.Received) })
 	s.lost = median(rs, func(r load.Result) float64 { return float64(r.Lost) })
+	s.acked = median(rs, func(r load.Result) float64 { return float64(r.Acked) })
 }
 
 func (s *summary) connectionFigures(rs []load.Result) {

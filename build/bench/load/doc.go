@@ -36,6 +36,18 @@
 // with the time it was due, so that a stalled broker shows up in the
 // latency (no coordinated omission).
 //
+// # Offline session
+//
+// The Offline topology (the durable scenario) has no subscriber online
+// while the publishers run: one subscriber subscribes with a persistent
+// session (clean session 0) and disconnects first, so that the broker
+// queues every message for it. Its publishers close the loop on PUBACKs
+// only (Scenario.Window publishes unacknowledged each) and record each
+// PUBACK's latency from the send time. After the run they hang up,
+// Config.Restart may restart the broker, and the subscriber reconnects to
+// its session: every acknowledged message must arrive, in order per
+// publisher.
+//
 // # Sink
 //
 // Sink is an MQTT endpoint that accepts connections and subscriptions and

@@ -14,7 +14,13 @@ import (
 // startBroker serves an in-process Gantry broker on a loopback port.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	srv, err := broker.New(broker.Options{})
+	return startBrokerWith(t, broker.Options{})
+}
+
+// startBrokerWith serves an in-process broker with opts.
+func startBrokerWith(t *testing.T, opts broker.Options) string {
+	t.Helper()
+	srv, err := broker.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +42,7 @@ func smallScenarios() []Scenario {
 		{Name: "latency", Topology: Pairs, Clients: 10, Rate: 2000},
 		{Name: "overload", Topology: FanIn, Clients: 10, Rate: 4000, SubscriberRate: 1000, LossAllowed: true},
 		{Name: "connections", Topology: Idle, Clients: 200, KeepAlive: 1},
+		{Name: "durable", Topology: Offline, Clients: 10, Window: 16},
 	}
 }
 
@@ -47,14 +54,15 @@ func smokeConfig(addr string, qos byte, size int) Config {
 // TestScenariosSmoke runs every scenario briefly against an in-process
 // broker and checks the generator's accounting.
 func TestScenariosSmoke(t *testing.T) {
-	addr := startBroker(t)
+	// The durable scenario's offline session must queue every message.
+	addr := startBrokerWith(t, broker.Options{MaxQueuedMessages: 1 << 22})
 	variants := []struct {
 		qos  byte
 		size int
 	}{{1, 16}, {0, 1024}}
 	for _, sc := range smallScenarios() {
 		for _, v := range variants {
-			if sc.Topology == Idle && v.qos == 0 {
+			if (sc.Topology == Idle || sc.Topology == Offline) && v.qos == 0 {
 				continue
 			}
 			t.Run(sc.Name+qosName(v.qos), func(t *testing.T) {

@@ -29,6 +29,7 @@ type publisher struct {
 
 	window   int           // end-to-end window per subscriber (0 = none)
 	inflight int           // unacknowledged QoS 1 packets at most
+	quota    *quota        // closed loop: shared bound on the messages sent (nil = none)
 	interval time.Duration // open loop: time between messages (0 = closed loop)
 	phase    time.Duration // open loop: offset of the first message
 
@@ -42,6 +43,14 @@ type publisher struct {
 	waiting  atomic.Bool
 	wake     chan struct{}
 	stall    *time.Timer
+
+	// Acknowledgement latency (Offline), when sentAt is not nil: the send
+	// time of message seq is in sentAt[seq mod len], which holds at least
+	// the inflight window; the ack reader records into acks while
+	// measuring is set.
+	sentAt    []atomic.Int64
+	acks      Histogram
+	measuring *atomic.Bool
 }
 
 // signal wakes the run loop if it waits for credit.
@@ -119,6 +128,9 @@ func (p *publisher) send(n int, firstNs, stepNs int64) error {
 	for k := range n {
 		s := seq + uint64(k)
 		stamp(p.payload, p.id, uint32(s), firstNs+int64(k)*stepNs)
+		if p.sentAt != nil {
+			p.sentAt[s%uint64(len(p.sentAt))].Store(firstNs + int64(k)*stepNs)
+		}
 		pub := packet.Publish{QoS: p.qos, Topic: p.topic, Payload: p.payload}
 		if p.qos > 0 {
 			pub.PacketID = packetID(s)
@@ -150,6 +162,9 @@ func (p *publisher) run(stop <-chan struct{}) error {
 		default:
 		}
 		n := p.awaitRoom(stop)
+		if n > 0 && p.quota != nil {
+			n = p.quota.take(n)
+		}
 		if n == 0 {
 			return nil
 		}
@@ -197,9 +212,11 @@ func (p *publisher) runPaced(stop <-chan struct{}) error {
 }
 
 // readAcks counts PUBACKs (which must come in publish order) until the
-// connection fails or closes.
+// connection fails or closes. The acknowledgements read from one buffer
+// count as received when the buffer was filled.
 func (p *publisher) readAcks(progress func()) error {
 	var n uint64
+	var now int64
 	for {
 		h, body, ok, err := p.c.buffered()
 		if err != nil {
@@ -215,18 +232,31 @@ func (p *publisher) readAcks(progress func()) error {
 			if err := p.c.fill(); err != nil {
 				return err
 			}
+			now = p.nowNs()
 			continue
 		}
-		if h.Type != packet.PUBACK {
-			return fmt.Errorf("publisher %d: unexpected %v", p.id, h.Type)
-		}
-		var a packet.Ack
-		if err := packet.DecodeAck(h, body, version, &a); err != nil {
-			return fmt.Errorf("publisher %d: PUBACK: %w", p.id, err)
-		}
-		if want := packetID(p.acked.Load() + n); a.PacketID != want {
-			return fmt.Errorf("publisher %d: PUBACK %d out of order (want %d)", p.id, a.PacketID, want)
+		if err := p.ack(h, body, p.acked.Load()+n, now); err != nil {
+			return err
 		}
 		n++
 	}
+}
+
+// ack checks the PUBACK of message seq, received at now, and records its
+// latency when measuring.
+func (p *publisher) ack(h packet.FixedHeader, body []byte, seq uint64, now int64) error {
+	if h.Type != packet.PUBACK {
+		return fmt.Errorf("publisher %d: unexpected %v", p.id, h.Type)
+	}
+	var a packet.Ack
+	if err := packet.DecodeAck(h, body, version, &a); err != nil {
+		return fmt.Errorf("publisher %d: PUBACK: %w", p.id, err)
+	}
+	if want := packetID(seq); a.PacketID != want {
+		return fmt.Errorf("publisher %d: PUBACK %d out of order (want %d)", p.id, a.PacketID, want)
+	}
+	if p.sentAt != nil && p.measuring.Load() {
+		p.acks.Record(now - p.sentAt[seq%uint64(len(p.sentAt))].Load())
+	}
+	return nil
 }

@@ -20,12 +20,14 @@ type run struct {
 	epoch  time.Time
 	prefix string // client identifier prefix
 
-	pubs []*publisher
-	subs []*subscriber
+	pubs  []*publisher
+	subs  []*subscriber
+	quota *quota // Scenario.MaxMessages; nil: no bound
 
 	measuring  atomic.Bool
 	draining   atomic.Bool
 	closing    atomic.Bool
+	hungUp     atomic.Bool   // the publishers are disconnected (Offline)
 	progress   chan struct{} // poked by readers while draining
 	stop       chan struct{} // closed: publishers stop
 	unthrottle chan struct{} // closed: subscribers drain at full speed
@@ -57,6 +59,9 @@ func Run(ctx context.Context, sc Scenario, cfg Config) (Result, error) {
 		unthrottle: make(chan struct{}),
 		failed:     make(chan struct{}),
 	}
+	if sc.MaxMessages > 0 {
+		r.quota = newQuota(sc.MaxMessages)
+	}
 	defer r.closeAll()
 	if err := r.connect(ctx); err != nil {
 		return Result{}, err
@@ -67,6 +72,11 @@ func Run(ctx context.Context, sc Scenario, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	r.finish(ctx)
+	if r.sc.Topology == Offline {
+		if err := r.collect(ctx); err != nil {
+			return Result{}, err
+		}
+	}
 	r.closeAll()
 	return r.result(res), r.err
 }
@@ -147,24 +157,27 @@ func (r *run) measure(ctx context.Context) (Result, error) {
 	s1 := r.sample()
 	el := s1.at.Sub(s0.at)
 	res := Result{Elapsed: el, Offered: r.sc.Rate, BrokerCPU: s1.usage.CPU - s0.usage.CPU, RSSAfter: s1.usage.RSS,
-		GeneratorCPU: s1.self - s0.self}
+		GeneratorCPU: s1.self - s0.self, Capped: r.quota.isSpent()}
 	res.InRate = float64(s1.sent-s0.sent) / el.Seconds()
 	res.OutRate = float64(s1.received-s0.received) / el.Seconds()
-	if r.cfg.Sink {
+	switch {
+	case r.sc.Topology == Offline || r.cfg.Sink && r.cfg.QoS > 0:
+		res.OutRate = float64(s1.acked-s0.acked) / el.Seconds()
+	case r.cfg.Sink:
 		res.OutRate = res.InRate
-		if r.cfg.QoS > 0 {
-			res.OutRate = float64(s1.acked-s0.acked) / el.Seconds()
-		}
 	}
 	return res, nil
 }
 
-// await waits for d, failing early when the run fails or ctx ends.
+// await waits for d, or until the quota is spent, failing early when the
+// run fails or ctx ends.
 func (r *run) await(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-r.quota.spentCh():
 		return nil
 	case <-r.failed:
 		return r.err
@@ -181,6 +194,12 @@ func (r *run) finish(ctx context.Context) {
 	r.senders.Wait()
 	close(r.unthrottle)
 	r.draining.Store(true)
+	r.waitDrained(ctx)
+}
+
+// waitDrained waits until drained reports true, or until nothing has
+// moved for cfg.Drain.
+func (r *run) waitDrained(ctx context.Context) {
 	idle := time.NewTimer(r.cfg.Drain)
 	defer idle.Stop()
 	for !r.drained() {
@@ -246,6 +265,7 @@ func (r *run) result(res Result) Result {
 		res.Sent += p.sent.Load()
 		res.Acked += p.acked.Load()
 		res.Stalls += p.stalls
+		res.Latency.Merge(&p.acks)
 	}
 	for _, s := range r.subs {
 		exp, got := s.expected(), s.received.Load()
@@ -259,6 +279,47 @@ func (r *run) result(res Result) Result {
 		res.Latency.Merge(&s.hist)
 	}
 	return res
+}
+
+// quota bounds the messages the publishers of a run send in all.
+type quota struct {
+	left  atomic.Int64
+	spent chan struct{} // closed when the last message is granted
+	once  sync.Once
+}
+
+func newQuota(n int) *quota {
+	q := &quota{spent: make(chan struct{})}
+	q.left.Store(int64(n))
+	return q
+}
+
+// take grants up to n messages.
+func (q *quota) take(n int) int {
+	left := q.left.Add(-int64(n))
+	if left > 0 {
+		return n
+	}
+	q.once.Do(func() { close(q.spent) })
+	return max(0, n+int(left))
+}
+
+// spentCh is closed once the quota is spent; nil (never ready) without
+// a quota.
+func (q *quota) spentCh() <-chan struct{} {
+	if q == nil {
+		return nil
+	}
+	return q.spent
+}
+
+func (q *quota) isSpent() bool {
+	select {
+	case <-q.spentCh():
+		return true
+	default:
+		return false
+	}
 }
 
 // selfCPU returns the user + system time of this process (0 if unknown).

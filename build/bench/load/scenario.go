@@ -21,6 +21,12 @@ const (
 	Pairs
 	// Idle: Clients connections that only keep alive.
 	Idle
+	// Offline: Clients publishers on topics bench/offline/N and one
+	// subscriber with a persistent session (clean session 0) on
+	// bench/offline/+, which subscribes and disconnects before they
+	// start, so that the broker queues every message for it. After the
+	// run it reconnects and must receive every acknowledged message.
+	Offline
 )
 
 func (t Topology) String() string {
@@ -33,6 +39,8 @@ func (t Topology) String() string {
 		return "pairs"
 	case Idle:
 		return "idle"
+	case Offline:
+		return "offline"
 	}
 	return fmt.Sprintf("Topology(%d)", int(t))
 }
@@ -41,8 +49,8 @@ func (t Topology) String() string {
 type Scenario struct {
 	Name     string
 	Topology Topology
-	// Clients is the number of publishers (FanIn), subscribers (FanOut),
-	// pairs (Pairs) or connections (Idle).
+	// Clients is the number of publishers (FanIn, Offline), subscribers
+	// (FanOut), pairs (Pairs) or connections (Idle).
 	Clients int
 	// Rate is the total offered rate in messages/s over all publishers
 	// (open loop). 0 means closed loop: publishers send as fast as the
@@ -51,12 +59,18 @@ type Scenario struct {
 	// Window is the closed-loop end-to-end window: the messages of one
 	// publisher on their way to its most lagging subscriber. Keep Window ×
 	// publishers per subscriber under the brokers' per-client queue limit,
-	// or the queue overflows.
+	// or the queue overflows. Offline: the unacknowledged QoS 1 publishes
+	// of each publisher (the PUBACK window, instead of Config.Inflight).
 	Window int
 	// SubscriberRate caps the messages/s each subscriber takes while the
 	// publishers run (0 = as fast as it can); it drains at full speed
 	// afterwards.
 	SubscriberRate float64
+	// MaxMessages bounds the messages all publishers send in a closed
+	// loop, warm-up included (0: no bound); once they are sent the
+	// measurement window ends early. Offline: the queue limit of the
+	// offline session, so that no message is dropped.
+	MaxMessages int
 	// LossAllowed makes QoS 1 loss a figure instead of a failure (overload).
 	LossAllowed bool
 	// KeepAlive is the keep alive of Idle connections, in seconds.
@@ -72,6 +86,7 @@ func Standard() []Scenario {
 		{Name: "latency", Topology: Pairs, Clients: 100, Rate: 20000},
 		{Name: "overload", Topology: FanIn, Clients: 100, Rate: 20000, SubscriberRate: 5000, LossAllowed: true},
 		{Name: "connections", Topology: Idle, Clients: 20000, KeepAlive: 60},
+		{Name: "durable", Topology: Offline, Clients: 50, Window: 16},
 	}
 }
 
@@ -100,6 +115,10 @@ type Config struct {
 	Sink bool
 	// Probe samples the broker process (nil: no CPU or memory figures).
 	Probe func() (Usage, error)
+	// Restart, when not nil, is called in an Offline run after the
+	// publishers hang up and before the subscriber reconnects: it restarts
+	// the broker (after a crash, say) and returns its address.
+	Restart func() (addr string, err error)
 }
 
 func (c *Config) withDefaults() Config {
@@ -131,17 +150,18 @@ func (c *Config) probe() Usage {
 type Result struct {
 	Sent      uint64 // PUBLISH packets written
 	Acked     uint64 // PUBACKs received (QoS 1)
-	Expected  uint64 // deliveries the subscribers should have received
-	Received  uint64 // deliveries received
+	Expected  uint64 // deliveries the subscribers should have received (Offline: Acked)
+	Received  uint64 // deliveries received (Offline: after reconnecting)
 	Lost      uint64 // expected and never received
 	Reordered uint64 // received after a later message of the same publisher
 	Stalls    int    // closed-loop windows written off after a stall
+	Capped    bool   // the publishers sent Scenario.MaxMessages: the window ended early
 
 	Elapsed   time.Duration // measurement window
 	InRate    float64       // publishes/s written in the window
-	OutRate   float64       // deliveries/s received in the window (Sink: publishes acknowledged/s)
+	OutRate   float64       // deliveries/s received in the window (Sink, Offline: publishes acknowledged/s)
 	Offered   float64       // offered rate, msg/s (open loop)
-	Latency   *Histogram    // end-to-end latency in the window
+	Latency   *Histogram    // end-to-end latency in the window (Offline: publish to PUBACK)
 	BrokerCPU time.Duration // broker CPU time in the window
 	// GeneratorCPU is the CPU time of the whole generator process in the
 	// window: close to Elapsed × its CPUs means it may be the bottleneck.
@@ -180,6 +200,9 @@ func (r Result) Verify(sc Scenario, qos byte) error {
 	if r.Reordered > 0 {
 		return fmt.Errorf("%d messages reordered at QoS 1", r.Reordered)
 	}
+	if r.Lost > 0 && sc.Topology == Offline {
+		return fmt.Errorf("%d of %d acknowledged messages missing from the offline session", r.Lost, r.Expected)
+	}
 	if r.Lost > 0 && !sc.LossAllowed {
 		return fmt.Errorf("%d of %d messages lost at QoS 1", r.Lost, r.Expected)
 	}
@@ -194,6 +217,8 @@ func (sc Scenario) validate(cfg Config) error {
 		return fmt.Errorf("scenario %s: QoS %d (want 0 or 1)", sc.Name, cfg.QoS)
 	case sc.Topology != Idle && sc.Rate == 0 && sc.Window <= 0 && !cfg.Sink:
 		return fmt.Errorf("scenario %s: closed loop needs a Window", sc.Name)
+	case sc.Topology == Offline && (cfg.QoS != 1 || cfg.Sink || sc.Rate > 0):
+		return fmt.Errorf("scenario %s: an offline session needs QoS 1, a broker and a closed loop", sc.Name)
 	case cfg.Duration <= 0:
 		return fmt.Errorf("scenario %s: Duration = %v", sc.Name, cfg.Duration)
 	}

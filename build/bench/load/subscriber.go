@@ -19,6 +19,9 @@ type subscriber struct {
 	pubs   []*publisher // every publisher of the run, by stamp index
 	from   []int        // publishers whose messages it should receive
 	run    *run
+	// countAcked makes it expect the messages acknowledged rather than
+	// those sent (Offline: a message never acknowledged may be missing).
+	countAcked bool
 
 	expect    []uint32 // next sequence number per publisher
 	credit    []int64  // deliveries to report per publisher at the next settle
@@ -49,7 +52,11 @@ func newSubscriber(id, slot int, c *conn, filter string, r *run, from []int, rat
 func (s *subscriber) expected() uint64 {
 	var n uint64
 	for _, i := range s.from {
-		n += s.pubs[i].sent.Load()
+		if s.countAcked {
+			n += s.pubs[i].acked.Load()
+		} else {
+			n += s.pubs[i].sent.Load()
+		}
 	}
 	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -36,10 +37,14 @@ func (p plan) slot(i int) int {
 
 func planFor(sc Scenario) plan {
 	switch sc.Topology {
-	case FanIn:
-		p := plan{topics: make([]string, sc.Clients), filters: []string{"#"}, from: [][]int{nil}, fanout: 1}
+	case FanIn, Offline:
+		prefix, filter := "bench/fanin/", "#"
+		if sc.Topology == Offline {
+			prefix, filter = "bench/offline/", "bench/offline/+"
+		}
+		p := plan{topics: make([]string, sc.Clients), filters: []string{filter}, from: [][]int{nil}, fanout: 1}
 		for i := range p.topics {
-			p.topics[i] = fmt.Sprintf("bench/fanin/%d", i)
+			p.topics[i] = prefix + strconv.Itoa(i)
 			p.from[0] = append(p.from[0], i)
 		}
 		return p
@@ -62,8 +67,9 @@ func planFor(sc Scenario) plan {
 }
 
 // connect creates the publishers, connects and subscribes the subscribers
-// (starting their readers), then connects the publishers (starting their
-// ack readers). Publishers do not send until startSenders.
+// (starting their readers; Offline: parks the subscriber), then connects
+// the publishers (starting their ack readers). Publishers do not send
+// until startSenders.
 func (r *run) connect(ctx context.Context) error {
 	pl := planFor(r.sc)
 	d := dialer{addr: r.cfg.Addr, sources: r.cfg.Sources}
@@ -71,8 +77,33 @@ func (r *run) connect(ctx context.Context) error {
 	for i, tp := range pl.topics {
 		r.pubs[i] = r.newPublisher(i, tp, pl.fanout, len(pl.topics))
 	}
+	var err error
+	if r.sc.Topology == Offline {
+		err = r.park(ctx, d, pl.filters[0])
+	} else {
+		err = r.connectSubscribers(ctx, d, pl)
+	}
+	if err != nil {
+		return err
+	}
+	return parallel(ctx, len(r.pubs), dialWorkers, func(i int) error {
+		p := r.pubs[i]
+		// Publishers come after the subscribers in source address order.
+		c, err := d.dial(ctx, len(pl.filters)+i, fmt.Sprintf("%s-p%d", r.prefix, i), 0, activeBuffer)
+		if err != nil {
+			return err
+		}
+		p.c = c
+		r.startReader(func() error { return r.afterHangUp(p.readAcks(r.poke)) })
+		return nil
+	})
+}
+
+// connectSubscribers connects and subscribes the subscribers of pl and
+// starts their readers.
+func (r *run) connectSubscribers(ctx context.Context, d dialer, pl plan) error {
 	r.subs = make([]*subscriber, len(pl.filters))
-	err := parallel(ctx, len(pl.filters), dialWorkers, func(i int) error {
+	return parallel(ctx, len(pl.filters), dialWorkers, func(i int) error {
 		c, err := d.dial(ctx, i, fmt.Sprintf("%s-s%d", r.prefix, i), 0, activeBuffer)
 		if err != nil {
 			return err
@@ -86,20 +117,6 @@ func (r *run) connect(ctx context.Context) error {
 			return fmt.Errorf("subscriber %d: %w", i, err)
 		}
 		r.startReader(s.read)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return parallel(ctx, len(r.pubs), dialWorkers, func(i int) error {
-		p := r.pubs[i]
-		// Publishers come after the subscribers in source address order.
-		c, err := d.dial(ctx, len(pl.filters)+i, fmt.Sprintf("%s-p%d", r.prefix, i), 0, activeBuffer)
-		if err != nil {
-			return err
-		}
-		p.c = c
-		r.startReader(func() error { return p.readAcks(r.poke) })
 		return nil
 	})
 }
@@ -123,6 +140,7 @@ func (r *run) newPublisher(i int, tp string, fanout, n int) *publisher {
 		recv:     make([]atomic.Int64, fanout),
 		window:   r.sc.Window,
 		inflight: r.cfg.Inflight,
+		quota:    r.quota,
 		wake:     make(chan struct{}, 1),
 	}
 	for k := StampSize; k < len(p.payload); k++ {
@@ -130,6 +148,10 @@ func (r *run) newPublisher(i int, tp string, fanout, n int) *publisher {
 	}
 	if r.cfg.Sink {
 		p.recv, p.window = nil, 0
+	}
+	if r.sc.Topology == Offline {
+		p.window, p.inflight = 0, r.sc.Window
+		p.sentAt, p.measuring = make([]atomic.Int64, p.inflight), &r.measuring
 	}
 	if r.sc.Rate > 0 {
 		p.window = 0

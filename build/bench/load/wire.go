@@ -28,10 +28,11 @@ const (
 // read. conn is not safe for concurrent use, except that one goroutine
 // may read while another writes through its own buffer.
 type conn struct {
-	nc   net.Conn
-	in   []byte // read buffer; unread bytes are in[r:w]
-	r, w int
-	out  []byte // encoded packets waiting for flush (reader side)
+	nc      net.Conn
+	in      []byte // read buffer; unread bytes are in[r:w]
+	r, w    int
+	out     []byte // encoded packets waiting for flush (reader side)
+	present bool   // CONNACK's session present flag
 }
 
 func newConn(nc net.Conn, size int) *conn {
@@ -40,12 +41,14 @@ func newConn(nc net.Conn, size int) *conn {
 
 // dialer opens client connections from a set of local source addresses.
 type dialer struct {
-	addr    string
-	sources []net.IP
+	addr       string
+	sources    []net.IP
+	persistent bool // clean session 0: the broker keeps the session
 }
 
 // dial connects client number i (its source address is sources[i mod n])
-// and completes the MQTT handshake with a clean session.
+// and completes the MQTT handshake, with a clean session unless the
+// dialer is persistent.
 func (d dialer) dial(ctx context.Context, i int, clientID string, keepAlive uint16, bufSize int) (*conn, error) {
 	nd := net.Dialer{Timeout: handshakeTimeout}
 	if len(d.sources) > 0 {
@@ -56,7 +59,7 @@ func (d dialer) dial(ctx context.Context, i int, clientID string, keepAlive uint
 		return nil, err
 	}
 	c := newConn(nc, bufSize)
-	if err := c.connect(clientID, keepAlive); err != nil {
+	if err := c.connect(clientID, keepAlive, !d.persistent); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("%s: %w", clientID, err)
 	}
@@ -64,10 +67,10 @@ func (d dialer) dial(ctx context.Context, i int, clientID string, keepAlive uint
 }
 
 // connect sends CONNECT and waits for a successful CONNACK.
-func (c *conn) connect(clientID string, keepAlive uint16) error {
+func (c *conn) connect(clientID string, keepAlive uint16, clean bool) error {
 	c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
 	defer c.nc.SetDeadline(time.Time{})
-	cp := packet.Connect{Version: version, CleanStart: true, KeepAlive: keepAlive, ClientID: clientID}
+	cp := packet.Connect{Version: version, CleanStart: clean, KeepAlive: keepAlive, ClientID: clientID}
 	if _, err := c.nc.Write(cp.Append(nil)); err != nil {
 		return err
 	}
@@ -82,6 +85,7 @@ func (c *conn) connect(clientID string, keepAlive uint16) error {
 	if ack.ReasonCode != packet.Success {
 		return fmt.Errorf("connection refused: %v", ack.ReasonCode)
 	}
+	c.present = ack.SessionPresent
 	return nil
 }
 
