@@ -254,22 +254,13 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 // of the queue, so acknowledgements leave in arrival order. The caller
 // holds c.ackMu.
 func (c *conn) drainAcksLocked() error {
+	c.routeDecidedLocked()
 	var refused error
 	n := 0
 	for ; n < len(c.acks); n++ {
 		p := c.acks[n]
 		if !p.done || p.storing {
 			break
-		}
-		if p.err == nil && !p.routed {
-			p.routed = true
-			stored, t, wait := c.srv.route(p.msg)
-			c.pauseFor(wait)
-			if stored || p.persisted {
-				p.storing, p.ticket = true, t
-				c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
-				break
-			}
 		}
 		if p.err == nil {
 			c.ackLocked(p.qos, p.pid, nil)
@@ -286,6 +277,30 @@ func (c *conn) drainAcksLocked() error {
 		c.disconnect(refused)
 	}
 	return refused
+}
+
+// routeDecidedLocked routes, in arrival order, every accepted publish
+// whose hooks are done, up to the first one still in its hooks. A publish
+// that had to be stored waits for its barrier, but the ones behind it are
+// routed and stored meanwhile: a connection with many publishes in flight
+// puts them all into the next group commit, while the acknowledgements
+// still leave in order. The caller holds c.ackMu.
+func (c *conn) routeDecidedLocked() {
+	for _, p := range c.acks {
+		if !p.done {
+			return
+		}
+		if p.err != nil || p.routed {
+			continue
+		}
+		p.routed = true
+		stored, t, wait := c.srv.route(p.msg)
+		c.pauseFor(wait)
+		if stored || p.persisted {
+			p.storing, p.ticket = true, t
+			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
+		}
+	}
 }
 
 // finishRefused refuses a publish before it entered the pipeline.
