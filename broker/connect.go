@@ -276,9 +276,7 @@ func (c *conn) accept(cp *packet.Connect) error {
 		ack.Props = c.connackProps(cp, expiry, capped)
 	}
 	c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) })
-	c.stopWriter = make(chan struct{})
-	c.writerDone = make(chan struct{})
-	c.srv.goTracked(c.writeLoop)
+	c.startWriter() // the first writer: see newConn
 	c.srv.emit(Event{Kind: EventConnect, ClientID: cp.ClientID, Username: cp.Username, Remote: addrString(c.info.RemoteAddr)})
 	c.srv.opts.Logger.Debug("client connected", "component", "broker", "client", cp.ClientID, "remote", c.info.RemoteAddr,
 		"version", int(c.version), "session_present", present)

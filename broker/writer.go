@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"gantry/broker/packet"
@@ -28,51 +29,96 @@ const (
 // StuckTimeout.
 var errStuck = errors.New("broker: slow consumer: the socket accepted no data within the stuck timeout")
 
+// Bits of conn.wstate, the writer's state. A writer goroutine runs only
+// while there is something to send: wakeWriter starts one (idle to
+// running) or, when one runs, sets writerRearm; the writer clears
+// writerRearm before each flush and exits only by clearing writerRunning
+// in a compare-and-swap that fails when writerRearm was set meanwhile. A
+// wake-up is thus either seen by the running writer's next flush or
+// starts a new writer.
+const (
+	writerRunning uint32 = 1 << iota // a writer goroutine runs (or, before accept, is yet to start)
+	writerRearm                      // woken while running: flush again before exiting
+	writerClosed                     // shutdown: start no writer; a running one stops
+	writerFailed                     // a write failed: nothing more is written
+)
+
+// writer is the scratch space of a running writer goroutine, pooled so
+// that an idle connection holds none.
+type writer struct {
+	buf     []byte // write buffer; buf[sent:] is not written yet
+	scratch [64]outgoing
+	pub     packet.Publish
+	subIDs  [4]uint32
+}
+
+var writers = sync.Pool{New: func() any { return new(writer) }}
+
 // writeLoop sends what the reader and the router queue for this
 // connection: control packets first, then publishes, coalesced into one
-// write call per batch.
+// write call per batch. It returns once nothing is left to send (see
+// wakeWriter), on shutdown, or when a write fails.
 func (c *conn) writeLoop() {
-	defer close(c.writerDone)
+	w := writers.Get().(*writer)
+	defer writers.Put(w)
 	for {
-		select {
-		case <-c.wake:
-		case <-c.stopWriter:
-			c.flush(true)
-			return
-		}
-		if err := c.flush(false); err != nil {
+		c.wstate.And(^writerRearm) // what is queued before this is flushed below
+		err := c.flush(w)
+		var exit, set uint32 = writerRunning | writerRearm, 0
+		if err != nil {
 			if errors.Is(err, errStuck) {
 				c.slowConsumerDisconnected()
 			}
 			c.disconnect(err)
-			<-c.stopWriter
-			return
+			set = writerClosed | writerFailed
+		}
+		for {
+			s := c.wstate.Load()
+			if err == nil && s&(writerRearm|writerClosed) == writerRearm {
+				break // woken meanwhile: flush again
+			}
+			if c.wstate.CompareAndSwap(s, s&^exit|set) {
+				// Gone: this goroutine must no longer touch c, which
+				// the next writer or shutdown owns, except to tell a
+				// waiting shutdown.
+				if s&writerClosed != 0 {
+					close(c.writerExit)
+				}
+				return
+			}
 		}
 	}
 }
 
-// flush writes until nothing is left to send. When final, only control
-// packets are written, within finalFlushTimeout.
+// finalFlush writes the control packets still queued when the connection
+// closes, within finalFlushTimeout. No writer runs any more.
+func (c *conn) finalFlush() {
+	if c.torn {
+		return // the stream ends mid-packet: nothing more can follow
+	}
+	c.outMu.Lock()
+	buf := c.ctrl
+	c.ctrl = nil
+	c.outMu.Unlock()
+	if len(buf) > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(finalFlushTimeout))
+		c.nc.Write(buf)
+	}
+}
+
+// flush writes until nothing is left to send.
 //
 // A batch is written with one write call (in chunks of writeChunk on TLS
 // and WebSocket). While the socket does not take it all, the writer keeps
 // adding what gets queued after the unwritten bytes, within
 // MaxOutboundBytes, and gives up when the socket has taken no byte for
 // StuckTimeout.
-func (c *conn) flush(final bool) error {
-	if final {
-		if c.torn {
-			return nil // the stream ends mid-packet: nothing more can follow
-		}
-		buf := c.takeCtrl(c.wbuf[:0])
-		if len(buf) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(finalFlushTimeout))
-			c.nc.Write(buf)
-		}
-		return nil
+func (c *conn) flush(w *writer) error {
+	if c.torn {
+		return nil // the stream ends mid-packet: nothing more can follow
 	}
-	buf, sent := c.wbuf[:0], 0 // buf[sent:] is not written yet
-	progress := time.Now()     // when the socket last took data
+	buf, sent := w.buf[:0], 0 // buf[sent:] is not written yet
+	progress := time.Now()    // when the socket last took data
 	for {
 		switch {
 		case sent == len(buf):
@@ -81,15 +127,16 @@ func (c *conn) flush(final bool) error {
 			// Closing with a write half done: a slow client, which need
 			// not be waited for.
 			c.torn = true
+			w.buf = recycle(buf)
 			return nil
 		case sent >= len(buf)/2:
 			n := copy(buf, buf[sent:])
 			buf, sent = buf[:n], 0
 		}
 		now := time.Now()
-		buf = c.fill(buf, sent, now.UnixNano())
+		buf = c.fill(w, buf, sent, now.UnixNano())
 		if sent == len(buf) {
-			c.wbuf = buf
+			w.buf = recycle(buf)
 			return nil
 		}
 		n, err := c.writeSome(buf[sent:], now, progress)
@@ -103,9 +150,11 @@ func (c *conn) flush(final bool) error {
 		}
 		c.torn = sent < len(buf)
 		if !isTimeout(err) {
+			w.buf = recycle(buf)
 			return err
 		}
 		if !c.resumable || time.Since(progress) >= c.srv.opts.StuckTimeout {
+			w.buf = recycle(buf)
 			return errStuck
 		}
 		c.torn = false // the write goes on where it stopped
@@ -130,12 +179,7 @@ func (c *conn) writeSome(p []byte, now, progress time.Time) (int, error) {
 }
 
 func (c *conn) writerStopping() bool {
-	select {
-	case <-c.stopWriter:
-		return true
-	default:
-		return false
-	}
+	return c.wstate.Load()&writerClosed != 0
 }
 
 // fill appends what waits for the client to buf, whose bytes from sent on
@@ -143,21 +187,21 @@ func (c *conn) writerStopping() bool {
 // again, then the session queue, taken whole (up to MaxQueuedMessages
 // messages) so that what a slow client leaves waiting is measured here
 // against MaxOutboundBytes.
-func (c *conn) fill(buf []byte, sent int, now int64) []byte {
+func (c *conn) fill(w *writer, buf []byte, sent int, now int64) []byte {
 	buf = c.takeCtrl(buf)
 	if len(c.resend) > 0 {
-		buf = c.appendResend(buf, sent, now)
+		buf = c.appendResend(w, buf, sent, now)
 	}
 	for taken := 0; taken < c.srv.opts.MaxQueuedMessages; {
 		c.sess.mu.Lock()
-		out := c.sess.take(c.scratch[:0], c.clientRecvMax, now)
+		out := c.sess.take(w.scratch[:0], c.clientRecvMax, now)
 		c.sess.mu.Unlock()
 		for i := range out {
-			buf = c.appendOutgoing(buf, sent, &out[i], now)
+			buf = c.appendOutgoing(w, buf, sent, &out[i], now)
 		}
 		clear(out)
 		taken += len(out)
-		if len(out) < len(c.scratch) {
+		if len(out) < len(w.scratch) {
 			break // queue empty, or the inflight window full
 		}
 	}
@@ -203,20 +247,25 @@ func (c *conn) slowConsumerDisconnected() {
 	}
 }
 
-// takeCtrl moves the queued control packets to the end of buf.
+// maxIdleCtrl bounds the control packet buffer a connection keeps between
+// writes.
+const maxIdleCtrl = 1 << 10
+
+// takeCtrl moves the queued control packets to the end of buf. They are
+// copied, not swapped with buf: the writer's buffer goes back to a pool,
+// which must not end up held by an idle connection.
 func (c *conn) takeCtrl(buf []byte) []byte {
 	c.outMu.Lock()
 	defer c.outMu.Unlock()
-	switch {
-	case len(c.ctrl) == 0:
+	if len(c.ctrl) == 0 {
 		return buf
-	case len(buf) == 0: // swap the buffers rather than copy
-		full := c.ctrl
-		c.ctrl = buf
-		return full
 	}
 	buf = append(buf, c.ctrl...)
-	c.ctrl = c.ctrl[:0]
+	if cap(c.ctrl) > maxIdleCtrl {
+		c.ctrl = nil
+	} else {
+		c.ctrl = c.ctrl[:0]
+	}
 	return buf
 }
 
@@ -230,9 +279,9 @@ func recycle(b []byte) []byte {
 
 // appendResend writes the messages that were in flight when the session's
 // previous connection closed: PUBLISH with DUP, or PUBREL.
-func (c *conn) appendResend(buf []byte, sent int, now int64) []byte {
+func (c *conn) appendResend(w *writer, buf []byte, sent int, now int64) []byte {
 	for i := range c.resend {
-		buf = c.appendOutgoing(buf, sent, &c.resend[i], now)
+		buf = c.appendOutgoing(w, buf, sent, &c.resend[i], now)
 	}
 	c.resend = nil
 	return buf
@@ -240,16 +289,20 @@ func (c *conn) appendResend(buf []byte, sent int, now int64) []byte {
 
 // appendOutgoing encodes one delivery for this client at the end of buf,
 // whose bytes from sent on are not written yet.
-func (c *conn) appendOutgoing(buf []byte, sent int, o *outgoing, now int64) []byte {
+func (c *conn) appendOutgoing(w *writer, buf []byte, sent int, o *outgoing, now int64) []byte {
 	if o.release {
-		a := packet.Ack{Type: packet.PUBREL, PacketID: o.pid}
-		return a.Append(buf, c.version)
+		return appendPubrel(buf, o.pid, c.version)
 	}
 	m := o.msg
-	p := &c.pub
-	*p = packet.Publish{Dup: o.dup, QoS: o.qos, Retain: o.retain, Topic: bytesOf(m.Topic), PacketID: o.pid, Payload: m.Payload}
+	// Set field by field: a composite literal would be built in this
+	// function's stack frame first, which a writer goroutine starting
+	// on a small stack would have to grow for.
+	p := &w.pub
+	p.Props = packet.Properties{}
+	p.Dup, p.QoS, p.Retain, p.PacketID = o.dup, o.qos, o.retain, o.pid
+	p.Topic, p.Payload = bytesOf(m.Topic), m.Payload
 	if c.version == packet.V5 {
-		c.setProps(&p.Props, o, now)
+		c.setProps(w, &p.Props, o, now)
 	}
 	limit := c.srv.opts.MaxOutboundBytes
 	size := 0
@@ -282,8 +335,17 @@ func (c *conn) appendOutgoing(buf []byte, sent int, o *outgoing, now int64) []by
 	return p.Append(buf, c.version)
 }
 
+// appendPubrel appends a PUBREL, from a function of its own: see
+// appendOutgoing.
+//
+//go:noinline
+func appendPubrel(buf []byte, pid uint16, v packet.Version) []byte {
+	a := packet.Ack{Type: packet.PUBREL, PacketID: pid}
+	return a.Append(buf, v)
+}
+
 // setProps copies the message's v5 properties for one delivery.
-func (c *conn) setProps(pr *packet.Properties, o *outgoing, now int64) {
+func (c *conn) setProps(w *writer, pr *packet.Properties, o *outgoing, now int64) {
 	m := o.msg
 	if m.PayloadFormat != 0 {
 		pr.PayloadFormat = m.PayloadFormat
@@ -298,7 +360,7 @@ func (c *conn) setProps(pr *packet.Properties, o *outgoing, now int64) {
 	pr.CorrelationData = m.CorrelationData
 	pr.UserProperties = m.UserProperties
 	if o.subID != 0 {
-		ids := append(c.subIDs[:0], o.subID)
+		ids := append(w.subIDs[:0], o.subID)
 		pr.SubscriptionIDs = append(ids, o.more...)
 	}
 }
@@ -324,13 +386,30 @@ func (c *conn) applyAlias(p *packet.Publish, tp string) {
 	p.Props.Set(packet.PropTopicAlias)
 }
 
+// stopWriter keeps writers from starting, waits for a running one to
+// return (one in a write call does when the call returns: at its
+// deadline at the latest) and reports whether a write failed.
+func (c *conn) stopWriter() (failed bool) {
+	c.writerExit = make(chan struct{})
+	for {
+		s := c.wstate.Load()
+		if c.wstate.CompareAndSwap(s, s|writerClosed) {
+			if s&writerRunning != 0 {
+				<-c.writerExit
+			}
+			return c.wstate.Load()&writerFailed != 0
+		}
+	}
+}
+
 // shutdown tears the connection down after the reader stopped with err.
 func (c *conn) shutdown(err error) {
 	if c.isStopped() {
 		err = c.serverReason()
 	}
-	close(c.stopWriter)
-	<-c.writerDone
+	if !c.stopWriter() {
+		c.finalFlush()
+	}
 	var rc packet.ReasonCode
 	if c.version == packet.V5 && errors.As(err, &rc) && rc.IsError() && !c.torn {
 		d := packet.Disconnect{ReasonCode: rc}
