@@ -28,7 +28,7 @@ run: build
 # without it (the race detector makes sync.Pool drop items).
 test: build
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
-	$(GO) test -count=1 -run 'Alloc' ./broker/...
+	$(GO) test -count=1 -run 'Alloc|IdleConnectionMemory' ./broker/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -7,13 +7,18 @@
 // # Goroutines
 //
 // Each network connection has one reader goroutine (conn.serve), which
-// decodes packets and routes the messages it receives itself, and one
-// writer goroutine (conn.writeLoop), which sends control packets and the
-// messages queued for the session, coalescing everything queued into one
-// write call (a WebSocket connection has a third, which pumps its frames
-// into a pipe: see wsConn). Routing never blocks on a socket: it appends a
-// delivery to each matching session's bounded queue and wakes that
-// session's writer.
+// decodes packets and routes the messages it receives itself; it hands
+// itself over to a fresh goroutine after CONNECT and after 2 s without a
+// byte, so an idle connection keeps a small stack, and it holds a pooled
+// read buffer only while bytes arrive (readbuf.go). A writer goroutine
+// runs only while something is queued for the connection: wakeWriter
+// starts it, and it exits once it has written everything, coalescing what
+// is queued into one write call (on TLS and WebSocket, pieces of at most
+// 64 KiB); its buffers come from a pool. A WebSocket connection has one
+// more goroutine, which pumps its frames into a pipe (see wsConn).
+// Routing never blocks on a socket: it appends a delivery to each matching
+// session's bounded queue and wakes that session's writer; a full queue of
+// a connected client pauses the publishers instead (backpressure).
 // Session timers (expiry, will delay) run on time.AfterFunc goroutines.
 // Every other goroutine is started through Server.goTracked and ends on
 // Shutdown.
@@ -21,8 +26,9 @@
 // # Locks
 //
 // Lock order: conn.ackMu before session.mu; Server.mu before session.mu;
-// session.mu before conn.outMu. The subscription tree and the retained index have their own
-// read-write locks and are never held while another lock is taken. No
+// session.mu before conn.outMu; session.mu before the persister's own lock
+// (Persist is called under session.mu and never blocks on I/O). The
+// subscription tree and the retained index have their own read-write locks and are never held while another lock is taken. No
 // lock is held during network I/O.
 //
 // # Publish pipeline

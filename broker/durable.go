@@ -198,7 +198,7 @@ func (s *Server) restoreSession(ps *PersistedSession, lastAlive int64, now time.
 	s.restoreSubscriptions(sess, ps.Subscriptions)
 	sess.restoreEntries(ps.Entries)
 	for _, pid := range ps.InboundQoS2 {
-		sess.qos2In[pid] = struct{}{}
+		sess.holdQoS2Locked(pid)
 	}
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
@@ -228,7 +228,7 @@ func (s *Server) restoreSubscriptions(sess *session, subs []SubscriptionRecord) 
 		if err != nil {
 			continue
 		}
-		sess.subs[r.Filter] = subscription{opts: r.Options, subID: r.SubID}
+		sess.setSub(r.Filter, subscription{opts: r.Options, subID: r.SubID})
 		sess.nsubs.Add(1)
 		s.subs.Subscribe(topic.Entry[*session]{Client: sess, Filter: r.Filter, Options: r.Options, SubID: r.SubID, Group: group})
 	}
@@ -245,7 +245,7 @@ func (sess *session) restoreEntries(entries []EntryRecord) {
 		sess.entrySeq = max(sess.entrySeq, e.Seq)
 		if e.State != EntryQueued && e.PID != 0 {
 			sess.seq++
-			sess.inflight[e.PID] = outflight{delivery: d, seq: sess.seq, released: e.State == EntryReleased}
+			sess.setInflight(e.PID, outflight{delivery: d, seq: sess.seq, released: e.State == EntryReleased})
 			continue
 		}
 		sess.queue.pushBack(d)

@@ -72,14 +72,37 @@ type session struct {
 	info        ConnInfo // last connection's identity, for authorizing its will
 }
 
+// newSession returns an empty session. Its maps are made on first use:
+// the session of an idle client has nothing in flight, and often no
+// subscription (reading, ranging over and deleting from a nil map are
+// fine; the writes go through setSub, setInflight and holdQoS2Locked).
 func newSession(srv *Server, id string) *session {
-	return &session{
-		id:       id,
-		srv:      srv,
-		subs:     make(map[string]subscription),
-		inflight: make(map[uint16]outflight),
-		qos2In:   make(map[uint16]struct{}),
+	return &session{id: id, srv: srv}
+}
+
+// setSub records a subscription. The caller holds s.mu.
+func (s *session) setSub(filter string, sub subscription) {
+	if s.subs == nil {
+		s.subs = make(map[string]subscription)
 	}
+	s.subs[filter] = sub
+}
+
+// setInflight records a message in flight. The caller holds s.mu.
+func (s *session) setInflight(pid uint16, f outflight) {
+	if s.inflight == nil {
+		s.inflight = make(map[uint16]outflight)
+	}
+	s.inflight[pid] = f
+}
+
+// holdQoS2Locked records an inbound QoS 2 identifier. The caller holds
+// s.mu.
+func (s *session) holdQoS2Locked(pid uint16) {
+	if s.qos2In == nil {
+		s.qos2In = make(map[uint16]struct{})
+	}
+	s.qos2In[pid] = struct{}{}
 }
 
 // enqueue adds d to the session's queue and wakes its writer. QoS 0
@@ -186,7 +209,7 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 			}
 			pid = s.allocPID()
 			s.seq++
-			s.inflight[pid] = outflight{delivery: *d, seq: s.seq}
+			s.setInflight(pid, outflight{delivery: *d, seq: s.seq})
 			// Sent with this identifier: after a restart it is sent
 			// again as a duplicate with it, not as a new message.
 			s.entryStateLocked(d.entry, EntrySent, pid)
@@ -260,7 +283,7 @@ func (s *session) holdsQoS2(pid uint16) bool {
 func (s *session) holdQoS2(pid uint16) (persisted bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.qos2In[pid] = struct{}{}
+	s.holdQoS2Locked(pid)
 	if s.durable() {
 		s.srv.persistOps(nil, PersistOp{Kind: PersistInboundQoS2, ClientID: s.id, PID: pid})
 		return true

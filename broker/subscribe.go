@@ -95,7 +95,7 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 		sess.mu.Unlock()
 		return packet.QuotaExceeded, false, nil
 	}
-	sess.subs[sub.Filter] = subscription{opts: sub.Options, subID: subID}
+	sess.setSub(sub.Filter, subscription{opts: sub.Options, subID: subID})
 	if !had {
 		sess.nsubs.Add(1) // before the tree insert: see router.collect
 	}
