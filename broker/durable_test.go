@@ -898,6 +898,14 @@ func testStoreWriteFailure(t *testing.T, p durProto, splitBatch bool) {
 	s := p.persistent(t, n.addr, subID, true)
 	s.subscribe(t, topic, 1)
 	s.close()
+	// The subscriber's detach writes its session record: wait until it
+	// has, so that the injected failure hits the publish, not that write.
+	eventually(t, waitTimeout, func() error {
+		if c := n.srv.Stats().Connections.Load(); c != 0 {
+			return fmt.Errorf("%d connections still open", c)
+		}
+		return nil
+	})
 
 	cp := packet.Connect{Version: p.version, CleanStart: true, KeepAlive: 60, ClientID: "wf-pub-" + p.name}
 	c, _ := connectRaw(t, n.addr, cp)
