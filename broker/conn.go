@@ -43,7 +43,6 @@ type conn struct {
 	clientAliasMax  uint16
 	inAliases       map[uint16]string // reader only
 	outAliases      map[string]uint16 // writer only
-	problemInfo     bool              // client accepts reason strings
 
 	ackMu      sync.Mutex // guards acks, inflightIn
 	acks       []*pendingAck

@@ -231,7 +231,6 @@ func (c *conn) negotiate(cp *packet.Connect) {
 	}
 	c.keepAlive = time.Duration(ka) * time.Second
 	c.clientRecvMax = int(o.MaxInflight)
-	c.problemInfo = true
 	if c.version == packet.V5 {
 		if cp.Props.IsSet(packet.PropReceiveMaximum) {
 			c.clientRecvMax = min(c.clientRecvMax, int(cp.Props.ReceiveMaximum))
@@ -240,9 +239,6 @@ func (c *conn) negotiate(cp *packet.Connect) {
 			c.clientMaxPacket = cp.Props.MaximumPacketSize
 		}
 		c.clientAliasMax = cp.Props.TopicAliasMaximum
-		if cp.Props.IsSet(packet.PropRequestProblemInfo) {
-			c.problemInfo = cp.Props.RequestProblemInfo == 1
-		}
 	}
 }
 

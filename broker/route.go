@@ -13,12 +13,11 @@ type router struct {
 // target is one session's combined view of all its matching
 // subscriptions: delivered once at the highest QoS (MQTT 5 semantics).
 type target struct {
-	sess   *session
-	qos    byte
-	rap    bool // retain as published
-	subID  uint32
-	more   []uint32
-	others bool // more than one subscription matched
+	sess  *session
+	qos   byte
+	rap   bool // retain as published
+	subID uint32
+	more  []uint32
 }
 
 func newRouter() any {

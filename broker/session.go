@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,6 @@ type session struct {
 	qos2In   map[uint16]struct{}  // inbound QoS 2 identifiers awaiting PUBREL
 	seq      uint64
 	nextPID  uint16
-	dropped  uint64
 	gone     bool // removed from the server; deliveries are ignored
 	stored   bool // the persister holds a record of this session
 	// congested is closed when a queue that grew past the limit has
@@ -145,7 +145,6 @@ func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bo
 	if n := s.queue.len(); n >= limit {
 		switch {
 		case d.qos == 0:
-			s.dropped++
 			s.srv.stats.Dropped.Add(1)
 			return false, false, nil
 		case s.conn != nil && n < 2*limit:
@@ -157,7 +156,6 @@ func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bo
 		default:
 			s.forgetEntryLocked(s.queue.front().entry)
 			s.queue.popFront()
-			s.dropped++
 			s.srv.stats.Dropped.Add(1)
 		}
 	}
@@ -228,18 +226,8 @@ func (s *session) pendingResend() []outgoing {
 	for pid, f := range s.inflight {
 		out = append(out, outgoing{delivery: f.delivery, pid: pid, dup: true, release: f.released, seq: f.seq})
 	}
-	slices.SortFunc(out, func(a, b outgoing) int { return cmpUint64(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b outgoing) int { return cmp.Compare(a.seq, b.seq) })
 	return out
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // complete removes pid from flight. It reports whether it was there.

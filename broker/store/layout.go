@@ -48,15 +48,6 @@ func qos2Key(dst []byte, clientID string, pid uint16) []byte {
 	return binary.BigEndian.AppendUint16(dst, pid)
 }
 
-// sessionPrefix returns clientID followed by 0x00: the prefix of all the
-// session's keys in the entries and qos2in buckets. A client id never
-// contains 0x00, so the prefix of "a" does not match the keys of "ab".
-func sessionPrefix(clientID string) []byte {
-	p := make([]byte, 0, len(clientID)+1)
-	p = append(p, clientID...)
-	return append(p, 0)
-}
-
 // splitKey splits an entries or qos2in key into its client id and the
 // big-endian suffix of suffixLen bytes.
 func splitKey(k []byte, suffixLen int) (clientID string, suffix []byte, ok bool) {
