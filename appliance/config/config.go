@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 )
 
 // Config is the whole configuration of one node. Every field is described
@@ -17,7 +18,17 @@ type Config struct {
 	Logging    Logging    `json:"Logging" doc:"Log output on standard error."`
 	Durability Durability `json:"Durability" doc:"MQTT state durability: persistent sessions, their subscriptions, the messages queued for them and retained messages survive a restart of the node. Turn it on on every node of a cluster."`
 	Cluster    Cluster    `json:"Cluster" doc:"High-availability clustering, compatible with the Cluster section of the Coreflux broker. Use the same values on every node, except NodeName, AdvertisedHost and BindIP."`
+
+	// clusterProblems are the validation problems of the Cluster section:
+	// they do not stop the node, only clustering (see ClusterProblems).
+	clusterProblems []string
 }
+
+// ClusterProblems lists the problems Load found in the Cluster section,
+// one line each as in Error. They do not make Load fail: the node runs
+// without clustering, as the Coreflux reference requires ("clustering does
+// not start, the log names the problem"), and the caller logs them.
+func (c *Config) ClusterProblems() []string { return c.clusterProblems }
 
 // Mqtt configures the MQTT listeners and the broker's limits.
 type Mqtt struct {
@@ -203,10 +214,15 @@ func load(name string, data []byte, env func(string) (string, bool)) (Config, er
 	}
 	c.resolve()
 	for _, p := range c.problems() {
-		l.add(p.withSource(l.fromEnv[p.path]))
+		line := p.withSource(l.fromEnv[p.path])
+		if strings.HasPrefix(p.path, "Cluster.") {
+			c.clusterProblems = append(c.clusterProblems, line)
+			continue
+		}
+		l.add(line)
 	}
 	if len(l.lines) > 0 {
-		return Config{}, &Error{Problems: l.lines}
+		return Config{}, &Error{Problems: append(l.lines, c.clusterProblems...)}
 	}
 	return c, nil
 }

@@ -31,7 +31,9 @@
 // # Invariants and concurrency
 //
 // A Config returned by Default, Dev, LoadDev or Load without error is valid
-// and has every derived field filled in. Config is a plain value: copy it,
+// and has every derived field filled in, except that problems in the Cluster
+// section do not make Load fail: they are kept in ClusterProblems, and the
+// node runs without clustering. Config is a plain value: copy it,
 // compare it, read it from any goroutine; the package keeps no mutable
 // state. The schema read from the tags is built once, at package
 // initialisation, and panics on a malformed tag, which any test catches.

@@ -72,6 +72,9 @@ func buildSchema() *schemaT {
 	t := reflect.TypeFor[Config]()
 	for i := range t.NumField() {
 		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
 		s.keys[""] = append(s.keys[""], sf.Name)
 		if sf.Type.Kind() != reflect.Struct {
 			s.addField(top, sf, []int{i})

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,8 +46,14 @@ func run() int {
 		return 0
 	}
 	if *check != "" {
-		if _, err := config.Load(*check, os.LookupEnv); err != nil {
+		c, err := config.Load(*check, os.LookupEnv)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if ps := c.ClusterProblems(); len(ps) > 0 {
+			fmt.Fprintln(os.Stderr, strings.Join(ps, "\n"))
+			fmt.Fprintln(os.Stderr, "the node would run without clustering")
 			return 1
 		}
 		fmt.Println("configuration OK:", *check)
