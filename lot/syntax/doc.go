@@ -39,7 +39,7 @@
 // the one before opens a block (INDENT), a shallower one closes blocks
 // (DEDENT) and must line up with an outer level. Four spaces make a level;
 // a tab counts as four columns, so one tab is one level. Inside ( ), [ ]
-// and { } line breaks are ignored.
+// and { }, and after a comma that ends a line, line breaks are ignored.
 //
 // The flat form of the command topic puts a whole definition on one line:
 // statements follow DO, THEN, ELSE and LOOP on the same line, one after the

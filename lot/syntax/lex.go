@@ -23,7 +23,8 @@ func Lex(name, src string) ([]Token, ErrorList) {
 
 // lexer holds the scanning state. Indentation is a stack of widths, as in
 // Python: a deeper line pushes and emits INDENT, a shallower one pops and
-// emits one DEDENT per level. Inside brackets line breaks are ignored.
+// emits one DEDENT per level. Inside brackets and after a comma at the end
+// of a line, line breaks are ignored.
 type lexer struct {
 	name    string
 	src     string
@@ -35,6 +36,7 @@ type lexer struct {
 	indents []int
 	depth   int  // open brackets: ( [ {
 	pending bool // the logical line has tokens and needs a NEWLINE
+	lastEnd Pos  // just after the last token: where a NEWLINE is placed
 	spaced  bool // white space or a line start precedes the next token
 }
 
@@ -45,7 +47,7 @@ func (lx *lexer) run() {
 	}
 	end := lx.pos()
 	if lx.pending {
-		lx.emit(Token{Kind: NEWLINE, Pos: end, End: lx.off})
+		lx.emit(Token{Kind: NEWLINE, Pos: lx.lastEnd, End: lx.lastEnd.Offset})
 	}
 	for i := 1; i < len(lx.indents); i++ {
 		lx.emit(Token{Kind: DEDENT, Pos: end, End: lx.off})
@@ -95,9 +97,9 @@ func (lx *lexer) startLine() {
 	if lx.blankFrom(i) {
 		return
 	}
-	if lx.depth > 0 {
+	if lx.depth > 0 || lx.afterComma() {
 		if len(lx.indents) == 0 || width > lx.indents[0] {
-			return // a continuation line inside brackets
+			return // a continuation line inside brackets or after a comma
 		}
 		lx.depth = 0 // a line back at the left margin: the bracket was never closed
 	}
@@ -131,6 +133,12 @@ func (lx *lexer) blankFrom(i int) bool {
 	}
 }
 
+// afterComma reports whether the last token is a comma that ends a line,
+// which continues the logical line on the next one.
+func (lx *lexer) afterComma() bool {
+	return lx.pending && len(lx.toks) > 0 && lx.toks[len(lx.toks)-1].Kind == COMMA
+}
+
 // indent emits the layout tokens for a non-blank line of the given width.
 func (lx *lexer) indent(width int) {
 	p := lx.pos()
@@ -139,7 +147,7 @@ func (lx *lexer) indent(width int) {
 		return
 	}
 	if lx.pending {
-		lx.emit(Token{Kind: NEWLINE, Pos: p, End: lx.off})
+		lx.emit(Token{Kind: NEWLINE, Pos: lx.lastEnd, End: lx.lastEnd.Offset})
 		lx.pending = false
 	}
 	top := lx.indents[len(lx.indents)-1]
@@ -245,6 +253,7 @@ func (lx *lexer) add(p Pos, k TokenKind, n int, value string) {
 	lx.advance(n)
 	lx.emit(Token{Kind: k, Pos: p, End: lx.off, Text: text, Value: value, Spaced: lx.spaced})
 	lx.pending = true
+	lx.lastEnd = lx.pos()
 }
 
 // bracket keeps the count of open brackets.

@@ -72,11 +72,11 @@ func (p *parser) configBlock() *ConfigBlock {
 			b.Kind = a
 		}
 	}
-	if t := p.tok(); (t.Kind == WORD && t.Value != "WITH") || t.Kind == STRING || t.Kind == NUMBER {
+	if t := p.tok(); t.Kind == STRING {
+		p.next()
+		b.Name, b.NamePos = t.Value, t.Pos
+	} else if (t.Kind == WORD && t.Value != "WITH") || t.Kind == NUMBER {
 		b.Name, b.NamePos = p.defName("the " + b.Kind)
-		if t.Kind == STRING {
-			b.Name = t.Value
-		}
 	}
 	b.Pairs = p.pairs()
 	if t := p.tok(); t.Kind != NEWLINE && t.Kind != EOF && t.Kind != DEDENT {
@@ -148,7 +148,7 @@ func (p *parser) configValue() ConfigValue {
 		n := p.next()
 		v.Kind, v.Text, v.Number = ValueNumber, "-"+n.Text, -numberValue(n.Text)
 	case (kwAt(t, "TRUE") || kwAt(t, "FALSE")) && p.gluedEnd():
-		v.Kind, v.Bool = ValueBool, t.Value == "TRUE"
+		v.Kind, v.Bool, v.Text = ValueBool, t.Value == "TRUE", t.Text
 	case kwAt(t, "GET") && (p.isKw("ENV") || p.isKw("SECRET")) && p.peek(1).Kind == STRING:
 		kind := p.next()
 		name := p.next()

@@ -18,9 +18,9 @@ func (p *parser) ifStmt(elseIf bool) Stmt {
 		p.next()
 		if p.isKw("IF") {
 			s.Else = []Stmt{p.ifStmt(true)}
-			return s
+		} else {
+			s.Else = p.body("ELSE")
 		}
-		s.Else = p.body("ELSE")
 	}
 	if !elseIf {
 		p.endIf()
