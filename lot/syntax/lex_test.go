@@ -36,7 +36,7 @@ func lexString(toks []Token) string {
 func TestLex(t *testing.T) {
 	tests := []struct {
 		name, src, want string
-		errs         int
+		errs            int
 	}{
 		{"flat", `DEFINE ACTION X ON EVERY 10 SECONDS DO PUBLISH TOPIC "t" WITH "hi"`,
 			`DEFINE ACTION X ON EVERY n10 SECONDS DO PUBLISH TOPIC s"t" WITH s"hi" NL`, 0},
