@@ -45,12 +45,15 @@ func mustRebalance(t testing.TB, prev Map, nodes []string, count, rf int) (Map, 
 	return next, moves
 }
 
-// catchUp marks every syncing copy of m caught up.
+// catchUp marks every syncing copy of m caught up, as one change.
 func catchUp(m Map) Map {
+	if !hasSyncing(m) {
+		return m
+	}
+	m = m.Clone()
+	m.Version++
 	for p := range m.Partitions {
-		for _, s := range slices.Clone(m.Partitions[p].Syncing) {
-			m, _ = m.MarkCaughtUp(p, s)
-		}
+		m.Partitions[p].Syncing = nil
 	}
 	return m
 }

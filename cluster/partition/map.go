@@ -134,11 +134,12 @@ func (m Map) MarkCaughtUp(p int, node string) (Map, bool) {
 	if i < 0 {
 		return m, false
 	}
-	next := m.Clone()
-	next.Version++
-	next.Partitions[p].Syncing = slices.Delete(next.Partitions[p].Syncing, i, i+1)
-	if len(next.Partitions[p].Syncing) == 0 {
-		next.Partitions[p].Syncing = nil
+	// The other assignments are shared with m: neither is written to.
+	next := Map{Version: m.Version + 1, Partitions: slices.Clone(m.Partitions)}
+	a := &next.Partitions[p]
+	a.Syncing = slices.Delete(slices.Clone(a.Syncing), i, i+1)
+	if len(a.Syncing) == 0 {
+		a.Syncing = nil
 	}
 	return next, true
 }

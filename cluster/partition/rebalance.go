@@ -30,8 +30,7 @@ func Rebalance(prev Map, nodes []string, count, rf int) (Map, []Move, error) {
 	}
 	pl := newPlanner(nodes, rf)
 	pl.load(prev, count)
-	pl.failover()
-	pl.balanceOwners(tierSyncing)
+	pl.placeOwners()
 	pl.placeCopies()
 	if pl.balanceOwners(tierAny) {
 		// Some node takes ownership of a partition it has no copy of
@@ -53,6 +52,8 @@ type planner struct {
 	index map[string]int // node name → index in nodes
 	r     int            // copies per partition: min(rf, len(nodes))
 	parts []plan         // one per partition of the next map
+
+	ownerTarget []int // partitions each node should own, set by placeOwners
 }
 
 // plan is the state of one partition during planning.
@@ -115,38 +116,6 @@ func (pl *planner) load(prev Map, count int) {
 	}
 }
 
-// failover gives an owner to every partition whose owner is gone: the
-// least loaded live node holding a caught-up copy (lowest name on a tie),
-// or, for a fresh partition, the least loaded live node.
-func (pl *planner) failover() {
-	if len(pl.nodes) == 0 {
-		return
-	}
-	load := make([]int, len(pl.nodes))
-	for i := range pl.parts {
-		if p := &pl.parts[i]; p.owner >= 0 {
-			load[p.owner]++
-		}
-	}
-	all := make([]int, len(pl.nodes))
-	for i := range all {
-		all[i] = i
-	}
-	for i := range pl.parts {
-		p := &pl.parts[i]
-		if p.owner >= 0 || p.stranded {
-			continue
-		}
-		from := p.caught
-		if p.fresh {
-			from = all
-		}
-		n := leastLoaded(from, load, nil)
-		p.fallback, p.owner = n, n
-		load[n]++
-	}
-}
-
 // leastLoaded returns the node of from with the lowest load-target (target
 // nil means 0), the lowest index on a tie. from must not be empty.
 func leastLoaded(from []int, load, target []int) int {
@@ -181,223 +150,6 @@ func targets(load []int, total int) []int {
 		}
 	}
 	return t
-}
-
-// Ownership edge tiers, tried in order: a partition's ownership moves to
-// a node with a caught-up copy, then to one with a syncing copy, then to
-// one the desired layout gives a copy, and only then to any node. Only
-// the first is a real transfer; the others are the desired layout, which
-// the real owner follows once that copy has caught up.
-const (
-	tierCaughtUp = iota
-	tierSyncing
-	tierWanted
-	tierAny
-)
-
-// balanceOwners moves desired ownership from nodes above their target to
-// nodes below it, along the shortest chain of transfers, trying the tiers
-// up to upTo in order so that ownership goes where the data is. It
-// reports whether a tierAny transfer was needed.
-func (pl *planner) balanceOwners(upTo int) (anyMoved bool) {
-	if len(pl.nodes) == 0 {
-		return false
-	}
-	load := make([]int, len(pl.nodes))
-	total := 0
-	for i := range pl.parts {
-		if p := &pl.parts[i]; p.active() {
-			load[p.owner]++
-			total++
-		}
-	}
-	target := targets(load, total)
-	for tier := tierCaughtUp; tier <= upTo; tier++ {
-		for pl.shift(load, target, func(p *plan, from int, to func(int) bool) bool {
-			return p.owner == from && pl.ownerCandidates(p, tier, to)
-		}, func(p *plan, from, to int) { p.owner = to }) {
-			anyMoved = anyMoved || tier == tierAny
-		}
-	}
-	return anyMoved
-}
-
-// ownerCandidates calls to, in node order, with each node partition p's
-// ownership may move to at tier, until to returns true.
-func (pl *planner) ownerCandidates(p *plan, tier int, to func(int) bool) bool {
-	for n := range pl.nodes {
-		if n == p.owner {
-			continue
-		}
-		ok := p.isCaught(n)
-		if tier >= tierSyncing && !ok {
-			_, ok = slices.BinarySearch(p.syncing, n)
-		}
-		if tier >= tierWanted && !ok {
-			_, ok = slices.BinarySearch(p.want, n)
-		}
-		if tier >= tierAny {
-			ok = true
-		}
-		if ok && to(n) {
-			return true
-		}
-	}
-	return false
-}
-
-// shift finds the shortest chain from a node above its target to one
-// below it, where each link moves one unit (an ownership or a copy) of a
-// partition from one node to the next, and applies it. edges(p, from,
-// to) offers the nodes a unit of p held by from may move to, calling to
-// for each; apply moves it. shift reports whether it moved anything.
-func (pl *planner) shift(load, target []int, edges func(p *plan, from int, to func(int) bool) bool, apply func(p *plan, from, to int)) bool {
-	const unseen, source = -1, -2
-	n := len(load)
-	prevNode := make([]int, n) // node the chain reached this node from
-	via := make([]int, n)      // partition of that link
-	var queue []int
-	under := false
-	for v := range n {
-		prevNode[v] = unseen
-		if load[v] > target[v] {
-			prevNode[v] = source
-			queue = append(queue, v)
-		}
-		under = under || load[v] < target[v]
-	}
-	if len(queue) == 0 || !under {
-		return false
-	}
-	sink := -1
-	for qi := 0; qi < len(queue) && sink < 0; qi++ {
-		x := queue[qi]
-		for i := range pl.parts {
-			p := &pl.parts[i]
-			if !p.active() {
-				continue
-			}
-			edges(p, x, func(y int) bool {
-				if prevNode[y] != unseen {
-					return false
-				}
-				prevNode[y], via[y] = x, i
-				if load[y] < target[y] {
-					sink = y
-					return true
-				}
-				queue = append(queue, y)
-				return false
-			})
-			if sink >= 0 {
-				break
-			}
-		}
-	}
-	if sink < 0 {
-		return false
-	}
-	y := sink
-	for prevNode[y] != source {
-		x := prevNode[y]
-		apply(&pl.parts[via[y]], x, y)
-		y = x
-	}
-	load[y]--
-	load[sink]++
-	return true
-}
-
-// placeCopies decides the desired copies of every active partition: its
-// current live copies and its desired owner, trimmed or filled to r
-// copies, then spread evenly over the nodes with as few moves as
-// possible.
-func (pl *planner) placeCopies() {
-	if len(pl.nodes) == 0 {
-		return
-	}
-	load := make([]int, len(pl.nodes))
-	total := 0
-	for i := range pl.parts {
-		p := &pl.parts[i]
-		if !p.active() {
-			continue
-		}
-		p.want = append(append(append([]int(nil), p.caught...), p.syncing...), p.owner)
-		slices.Sort(p.want)
-		p.want = slices.Compact(p.want)
-		for _, n := range p.want {
-			load[n]++
-		}
-		total += pl.r
-	}
-	target := targets(load, total)
-	for i := range pl.parts {
-		p := &pl.parts[i]
-		for p.active() && len(p.want) > pl.r {
-			n := pl.surplus(p, load, target)
-			p.want = slices.DeleteFunc(p.want, func(v int) bool { return v == n })
-			load[n]--
-		}
-		for p.active() && len(p.want) < pl.r {
-			n := leastLoaded(pl.missing(p), load, target)
-			p.want = insertSorted(p.want, n)
-			load[n]++
-		}
-	}
-	// First undo copies that hold no data yet, then move caught-up ones.
-	for _, onlyEmpty := range []bool{true, false} {
-		for pl.shift(load, target, func(p *plan, from int, to func(int) bool) bool {
-			if from == p.owner || !slices.Contains(p.want, from) || (onlyEmpty && p.isCaught(from)) {
-				return false
-			}
-			for _, n := range pl.missing(p) {
-				if to(n) {
-					return true
-				}
-			}
-			return false
-		}, func(p *plan, from, to int) {
-			p.want = insertSorted(slices.DeleteFunc(p.want, func(v int) bool { return v == from }), to)
-		}) {
-		}
-	}
-}
-
-// surplus picks the desired copy of p to give up: never the owner's; the
-// one on the node most above its target, then one without data, then the
-// lowest name.
-func (pl *planner) surplus(p *plan, load, target []int) int {
-	best, bestV, bestCaught := -1, 0, false
-	for _, n := range p.want {
-		if n == p.owner {
-			continue
-		}
-		v, c := load[n]-target[n], p.isCaught(n)
-		if best < 0 || v > bestV || (v == bestV && bestCaught && !c) {
-			best, bestV, bestCaught = n, v, c
-		}
-	}
-	return best
-}
-
-// missing lists the live nodes not in p's desired copies.
-func (pl *planner) missing(p *plan) []int {
-	out := make([]int, 0, len(pl.nodes))
-	for n := range pl.nodes {
-		if !slices.Contains(p.want, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func insertSorted(s []int, v int) []int {
-	i, found := slices.BinarySearch(s, v)
-	if found {
-		return s
-	}
-	return slices.Insert(s, i, v)
 }
 
 // build turns the plan into the next map, taking only the steps that are

@@ -41,8 +41,8 @@ func TestRebalanceCases(t *testing.T) {
 			want: Map{Version: 1, Partitions: []Assignment{{}, {}}},
 		},
 		{
-			name: "all nodes lost: owners empty, last copies remembered",
-			prev: Map{Version: 5, Partitions: []Assignment{part(2, "a", "b"), part(5, "b", "a", "c*")}},
+			name:  "all nodes lost: owners empty, last copies remembered",
+			prev:  Map{Version: 5, Partitions: []Assignment{part(2, "a", "b"), part(5, "b", "a", "c*")}},
 			count: 2, rf: 3,
 			want: Map{Version: 6, Partitions: []Assignment{part(6, "", "a", "b"), part(6, "", "a", "b")}},
 			moves: []Move{
@@ -54,7 +54,7 @@ func TestRebalanceCases(t *testing.T) {
 			name:  "lost owner: a caught-up copy is promoted, never a syncing one",
 			prev:  Map{Version: 3, Partitions: []Assignment{part(1, "a", "b*", "c")}},
 			nodes: []string{"b", "c", "d"}, count: 1, rf: 3,
-			want: Map{Version: 4, Partitions: []Assignment{part(4, "c", "b*", "d*")}},
+			want:  Map{Version: 4, Partitions: []Assignment{part(4, "c", "b*", "d*")}},
 			moves: []Move{{0, MovePromote, "a", "c"}, {0, MoveDropCopy, "a", ""}, {0, MoveAddCopy, "", "d"}},
 		},
 		{
@@ -75,7 +75,7 @@ func TestRebalanceCases(t *testing.T) {
 			name:  "stranded partition stays stranded while its holders are away",
 			prev:  Map{Version: 6, Partitions: []Assignment{part(6, "", "a"), part(6, "b", "c")}},
 			nodes: []string{"b", "c"}, count: 2, rf: 2,
-			want:  Map{Version: 6, Partitions: []Assignment{part(6, "", "a"), part(6, "b", "c")}},
+			want: Map{Version: 6, Partitions: []Assignment{part(6, "", "a"), part(6, "b", "c")}},
 		},
 		{
 			name:  "forgotten copies: the partition starts afresh anywhere",
@@ -88,13 +88,13 @@ func TestRebalanceCases(t *testing.T) {
 			name:  "lost replica is re-created on another node",
 			prev:  Map{Version: 2, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "c")}},
 			nodes: abc, count: 2, rf: 2,
-			want:  Map{Version: 2, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "c")}},
+			want: Map{Version: 2, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "c")}},
 		},
 		{
 			name:  "lost node: its copies move to the nodes with the fewest",
 			prev:  Map{Version: 2, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "c"), part(1, "c", "a")}},
 			nodes: []string{"a", "b", "d"}, count: 3, rf: 2,
-			want:  Map{Version: 3, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "d*"), part(3, "a", "d*")}},
+			want: Map{Version: 3, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "d*"), part(3, "a", "d*")}},
 			moves: []Move{
 				{1, MoveDropCopy, "c", ""}, {1, MoveAddCopy, "", "d"},
 				{2, MovePromote, "c", "a"}, {2, MoveDropCopy, "c", ""}, {2, MoveAddCopy, "", "d"},
@@ -104,7 +104,7 @@ func TestRebalanceCases(t *testing.T) {
 			name:  "joining node gets copies first, no ownership",
 			prev:  Map{Version: 2, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "a"), part(1, "a", "b"), part(1, "b", "a")}},
 			nodes: abc, count: 4, rf: 2,
-			want:  Map{Version: 3, Partitions: []Assignment{part(1, "a", "b", "c*"), part(1, "b", "a", "c*"), part(1, "a", "b"), part(1, "b", "a")}},
+			want: Map{Version: 3, Partitions: []Assignment{part(1, "a", "b", "c*"), part(1, "b", "a", "c*"), part(1, "a", "b"), part(1, "b", "a")}},
 		},
 		{
 			name:  "joining node caught up: takes ownership of its share, extra copies dropped",
@@ -117,7 +117,7 @@ func TestRebalanceCases(t *testing.T) {
 			name:  "more partitions: old ones stay, new ones placed with caught-up copies",
 			prev:  Map{Version: 4, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "a")}},
 			nodes: []string{"a", "b"}, count: 4, rf: 2,
-			want:  Map{Version: 5, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "a"), part(5, "a", "b"), part(5, "b", "a")}},
+			want: Map{Version: 5, Partitions: []Assignment{part(1, "a", "b"), part(1, "b", "a"), part(5, "a", "b"), part(5, "b", "a")}},
 		},
 		{
 			name:  "fewer partitions: the rest are retired",
@@ -130,19 +130,19 @@ func TestRebalanceCases(t *testing.T) {
 			name:  "lower rf: surplus copies dropped at once",
 			prev:  Map{Version: 4, Partitions: []Assignment{part(1, "a", "b", "c"), part(1, "b", "a", "c"), part(1, "c", "a", "b")}},
 			nodes: abc, count: 3, rf: 2,
-			want:  Map{Version: 5, Partitions: []Assignment{part(1, "a", "c"), part(1, "b", "a"), part(1, "c", "b")}},
+			want: Map{Version: 5, Partitions: []Assignment{part(1, "a", "c"), part(1, "b", "a"), part(1, "c", "b")}},
 		},
 		{
 			name:  "higher rf: new copies are syncing",
 			prev:  Map{Version: 4, Partitions: []Assignment{part(1, "a"), part(1, "b"), part(1, "c")}},
 			nodes: abc, count: 3, rf: 2,
-			want:  Map{Version: 5, Partitions: []Assignment{part(1, "a", "b*"), part(1, "b", "c*"), part(1, "c", "a*")}},
+			want: Map{Version: 5, Partitions: []Assignment{part(1, "a", "b*"), part(1, "b", "c*"), part(1, "c", "a*")}},
 		},
 		{
 			name:  "settled map is left alone",
 			prev:  Map{Version: 9, Partitions: []Assignment{part(3, "a", "b"), part(7, "b", "c"), part(9, "c", "a")}},
 			nodes: []string{"c", "b", "a", "a", ""}, count: 3, rf: 2,
-			want:  Map{Version: 9, Partitions: []Assignment{part(3, "a", "b"), part(7, "b", "c"), part(9, "c", "a")}},
+			want: Map{Version: 9, Partitions: []Assignment{part(3, "a", "b"), part(7, "b", "c"), part(9, "c", "a")}},
 		},
 	}
 	for _, tc := range cases {
