@@ -36,13 +36,13 @@ func (m *Multicast) receive(b []byte, src net.IP) {
 	}
 	if a.ClusterID != m.self.ClusterID {
 		m.limited.Debug("foreign|"+a.ClusterID, "discovery: announcement of another cluster ignored",
-			"from", src.String(), "clusterId", a.ClusterID, "node", a.NodeName)
+			"from", src.String(), "clusterId", a.ClusterID, "peer", a.NodeName)
 		return
 	}
 	if a.NodeName == m.self.NodeName {
 		if a.Incarnation != m.self.Incarnation {
 			m.limited.Warn("samename|"+src.String(), "discovery: another node announces this node's NodeName; give every node a unique NodeName",
-				"from", src.String(), "node", a.NodeName)
+				"from", src.String(), "nodeName", a.NodeName)
 		}
 		return
 	}
@@ -87,7 +87,7 @@ func (m *Multicast) accept(a announcement, sentAt time.Time, src net.IP) {
 		m.mu.Unlock()
 		if sentAt.Before(last) {
 			m.limited.Warn("replay|"+ip, "discovery: replayed announcement dropped",
-				"from", ip, "node", a.NodeName, "sentAt", sentAt, "lastAccepted", last)
+				"from", ip, "peer", a.NodeName, "sentAt", sentAt, "lastAccepted", last)
 		}
 		return
 	}
@@ -107,9 +107,9 @@ func (m *Multicast) accept(a announcement, sentAt time.Time, src net.IP) {
 
 	switch {
 	case found:
-		m.log.Info("discovery: found peer", "node", p.NodeName, "raftAddr", p.RaftAddr, "opsAddr", p.OpsAddr)
+		m.log.Info("discovery: found peer", "peer", p.NodeName, "raftAddr", p.RaftAddr, "opsAddr", p.OpsAddr)
 	case moved:
-		m.log.Info("discovery: peer changed address or restarted", "node", p.NodeName, "raftAddr", p.RaftAddr)
+		m.log.Info("discovery: peer changed address or restarted", "peer", p.NodeName, "raftAddr", p.RaftAddr)
 	}
 }
 
@@ -154,6 +154,6 @@ func (m *Multicast) expire() {
 	}
 	m.mu.Unlock()
 	for _, name := range lost {
-		m.log.Info("discovery: peer stopped announcing", "node", name, "after", m.opts.ExpireAfter)
+		m.log.Info("discovery: peer stopped announcing", "peer", name, "after", m.opts.ExpireAfter)
 	}
 }

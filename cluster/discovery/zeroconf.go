@@ -223,7 +223,7 @@ func (z *Zeroconf) register(reg *registration) {
 			reg.servers = append(reg.servers, c)
 		}
 	}
-	z.log.Info("discovery: zeroconf services registered", "node", z.opts.NodeName,
+	z.log.Info("discovery: zeroconf services registered", "instance", instanceName(z.opts.NodeName),
 		"interfaces", ifaceNames(sel.ifaces), "console", z.opsPort != 0)
 }
 
@@ -309,9 +309,9 @@ func (z *Zeroconf) consider(e *zeroconf.ServiceEntry, nets []*net.IPNet) {
 	z.mu.Unlock()
 	switch {
 	case found:
-		z.log.Info("discovery: found peer", "node", p.NodeName, "raftAddr", p.RaftAddr, "opsAddr", p.OpsAddr)
+		z.log.Info("discovery: found peer", "peer", p.NodeName, "raftAddr", p.RaftAddr, "opsAddr", p.OpsAddr)
 	case moved:
-		z.log.Info("discovery: peer changed address", "node", p.NodeName, "raftAddr", p.RaftAddr)
+		z.log.Info("discovery: peer changed address", "peer", p.NodeName, "raftAddr", p.RaftAddr)
 	}
 }
 
@@ -348,6 +348,6 @@ func (z *Zeroconf) expire() {
 	}
 	z.mu.Unlock()
 	for _, name := range lost {
-		z.log.Info("discovery: peer no longer answers zeroconf queries", "node", name, "after", z.opts.ExpireAfter)
+		z.log.Info("discovery: peer no longer answers zeroconf queries", "peer", name, "after", z.opts.ExpireAfter)
 	}
 }
