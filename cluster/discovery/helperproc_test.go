@@ -338,6 +338,10 @@ func stopHelpers(t *testing.T, hs ...*helper) {
 			t.Errorf("%s exited without stopping cleanly (exit status %v)", h.name, h.cmd.ProcessState)
 		case stopped.Leak != "":
 			t.Errorf("%s left goroutines after Run returned: %s", h.name, stopped.Leak)
+		case strings.Contains(h.stderr.String(), "DATA RACE"):
+			t.Errorf("%s: the race detector found a data race (see its stderr)", h.name)
+		case h.cmd.ProcessState.ExitCode() != 0:
+			t.Errorf("%s exited with status %d", h.name, h.cmd.ProcessState.ExitCode())
 		}
 	}
 }

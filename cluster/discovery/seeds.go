@@ -83,13 +83,15 @@ func (s *Seeds) Run(ctx context.Context) error {
 // resolve are left out of this call's list and reported together in the
 // error; the others are still returned.
 func (s *Seeds) Peers(ctx context.Context) ([]Peer, error) {
-	self := s.self(ctx)
+	self := s.self()
 	type result struct {
 		addrs []string
 		err   error
 	}
 	results := make([]result, len(s.opts.Seeds))
 	var wg sync.WaitGroup
+	var advIPs []net.IP
+	wg.Go(func() { advIPs = s.advertisedIPs(ctx) })
 	for i, seed := range s.opts.Seeds {
 		if self.isSeed(seed) {
 			continue
@@ -100,6 +102,7 @@ func (s *Seeds) Peers(ctx context.Context) ([]Peer, error) {
 		})
 	}
 	wg.Wait()
+	self.advIPs = advIPs
 
 	var peers []Peer
 	var errs []error
@@ -134,19 +137,13 @@ type selfAddrs struct {
 	local    []net.IP // this machine's addresses
 }
 
-// self gathers this node's addresses for one Peers call. Failures leave
+// self gathers this node's addresses for one Peers call, except advIPs
+// (advertisedIPs, looked up concurrently with the seeds). Failures leave
 // fields empty: the node then recognises itself by the parts it knows.
-func (s *Seeds) self(ctx context.Context) selfAddrs {
+func (s *Seeds) self() selfAddrs {
 	var me selfAddrs
 	if host, port, err := splitAddr(s.opts.AdvertiseAddr, false); err == nil {
 		me.advHost, me.advPort = strings.ToLower(host), port
-		if ips, err := lookup(ctx, s.resolver, host); err == nil {
-			for _, a := range ips {
-				if ip := net.ParseIP(a); ip != nil {
-					me.advIPs = append(me.advIPs, ip)
-				}
-			}
-		}
 	}
 	if host, port, err := splitAddr(s.opts.BindAddr, true); err == nil {
 		me.bindPort = port
@@ -157,6 +154,26 @@ func (s *Seeds) self(ctx context.Context) selfAddrs {
 		}
 	}
 	return me
+}
+
+// advertisedIPs resolves the advertised host; nil when it does not
+// resolve (the default advertised host, the node name, often does not).
+func (s *Seeds) advertisedIPs(ctx context.Context) []net.IP {
+	host, _, err := splitAddr(s.opts.AdvertiseAddr, false)
+	if err != nil {
+		return nil
+	}
+	addrs, err := lookup(ctx, s.resolver, host)
+	if err != nil {
+		return nil
+	}
+	var ips []net.IP
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	return ips
 }
 
 // isSeed reports whether a configured seed names this node literally.
