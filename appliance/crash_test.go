@@ -38,6 +38,7 @@ type crashNode struct {
 	bin     string
 	ip      string
 	dataDir string
+	extra   []string // more environment, after (so over) the defaults
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process was reaped
@@ -48,14 +49,14 @@ type crashNode struct {
 }
 
 func (n *crashNode) env() []string {
-	return append(os.Environ(),
+	return append(append(os.Environ(),
 		"COREFLUX_DURABILITY_ENABLED=true",
 		"COREFLUX_DATA_DIR="+n.dataDir,
 		"COREFLUX_MQTT_BIND_IP="+n.ip,
 		"COREFLUX_OPS_SYS_INTERVAL_SECONDS=0",
 		"COREFLUX_MQTT_WEBSOCKET_PORT=0", // only the MQTT listener
 		"COREFLUX_OPS_PORT=0",
-	)
+	), n.extra...)
 }
 
 // start runs the binary and waits until its MQTT listener is up.

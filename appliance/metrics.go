@@ -96,5 +96,8 @@ func (n *Node) metricsHandler() http.Handler {
 	if n.store != nil {
 		reg.MustRegister(storeCollector{n.store})
 	}
+	if n.Cluster != nil {
+		reg.MustRegister(clusterCollector{n.Cluster})
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})
 }

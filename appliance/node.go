@@ -18,6 +18,7 @@ import (
 	"gantry/broker"
 	"gantry/broker/auth"
 	"gantry/broker/store"
+	"gantry/cluster"
 )
 
 // Version is the build's version, set with -ldflags at release time.
@@ -34,6 +35,11 @@ type Node struct {
 	authn    *auth.Authenticator
 	throttle *auth.Throttle
 	store    *store.Store // nil without durability
+
+	// Cluster is the control plane; nil when clustering is off, and then
+	// clusterOff says why when it was asked for.
+	Cluster    *cluster.Node
+	clusterOff []string
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
@@ -74,6 +80,12 @@ func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, erro
 		if err := n.openDurability(); err != nil {
 			return nil, err
 		}
+	}
+	if err := n.openCluster(); err != nil {
+		if n.store != nil {
+			n.store.Close()
+		}
+		return nil, err
 	}
 	return n, nil
 }
@@ -157,6 +169,14 @@ func (n *Node) Start() error {
 			return err
 		}
 		n.serveHTTP(l, n.opsHandler())
+	}
+	if n.Cluster != nil {
+		n.Cluster.Start()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.runClusterSys(clusterSysInterval, n.stop)
+		}()
 	}
 	n.ready.Store(true)
 	return nil
@@ -257,7 +277,11 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	for _, s := range https {
 		s.Shutdown(ctx)
 	}
+	cerr := n.shutdownCluster(ctx)
 	err := n.Broker.Shutdown(ctx)
+	if err == nil {
+		err = cerr
+	}
 	n.wg.Wait()
 	if n.store != nil {
 		// After the broker: its last session records go in first.

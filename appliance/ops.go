@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"gantry/cluster"
 )
 
 // opsHandler serves the operations endpoints.
@@ -23,6 +25,12 @@ func (n *Node) opsHandler() http.Handler {
 		w.Write([]byte(`{"status":"ready"}` + "\n"))
 	})
 	mux.HandleFunc("GET /info", n.serveInfo)
+	mux.HandleFunc("GET /cluster", n.serveCluster)
+	if n.Cluster != nil {
+		peer := n.Cluster.PeerHandler()
+		mux.Handle(cluster.PeerPath, peer)
+		mux.Handle(cluster.JoinPath, peer)
+	}
 	mux.Handle("GET /metrics", n.metricsHandler())
 	return mux
 }
@@ -39,6 +47,7 @@ type info struct {
 	Retained      int               `json:"retained"`
 	MessagesIn    uint64            `json:"messagesIn"`
 	MessagesOut   uint64            `json:"messagesOut"`
+	Cluster       clusterSummary    `json:"cluster"`
 }
 
 func (n *Node) serveInfo(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +63,7 @@ func (n *Node) serveInfo(w http.ResponseWriter, r *http.Request) {
 		Retained:      n.Broker.RetainedCount(),
 		MessagesIn:    st.MessagesIn.Load(),
 		MessagesOut:   st.MessagesOut.Load(),
+		Cluster:       n.clusterInfo(),
 	}
 	n.mu.Lock()
 	for name, l := range n.listeners {

@@ -1,0 +1,63 @@
+package appliance
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gantry/cluster"
+)
+
+// clusterCollector reads the cluster's status at scrape time. Series are
+// prefixed coreflux_cluster_ and coreflux_partition, the names of the
+// Coreflux reference.
+type clusterCollector struct {
+	c *cluster.Node
+}
+
+var clusterMetrics = []struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(st *cluster.Status) float64
+}{
+	{prometheus.NewDesc("coreflux_cluster_is_leader", "1 when this node leads the cluster.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return b2f(st.Leadership.IsLeader) }},
+	{prometheus.NewDesc("coreflux_cluster_has_leader", "1 when this node knows a leader.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return b2f(st.Leadership.Leader != "") }},
+	{prometheus.NewDesc("coreflux_cluster_term", "Raft term this node is in.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(st.Leadership.Term) }},
+	{prometheus.NewDesc("coreflux_cluster_members_total", "Members of the cluster as this node knows them.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(st.MembersTotal) }},
+	{prometheus.NewDesc("coreflux_cluster_members_alive", "Members known to answer (trust the leader's value).", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(st.MembersAlive) }},
+	{prometheus.NewDesc("coreflux_cluster_leader_changes_total", "Leaders this node has seen elected.", nil, nil), prometheus.CounterValue,
+		func(st *cluster.Status) float64 { return float64(st.LeaderChanges) }},
+	{prometheus.NewDesc("coreflux_cluster_commit_index", "Raft commit index on this node.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(st.Raft.CommitIndex) }},
+	{prometheus.NewDesc("coreflux_cluster_applied_index", "Raft index applied on this node.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(st.Raft.AppliedIndex) }},
+	{prometheus.NewDesc("coreflux_partitions_total", "Partitions of QoS 1/2 traffic.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(len(st.Partitions.Partitions)) }},
+	{prometheus.NewDesc("coreflux_partitions_owned", "Partitions this node owns.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(st.OwnedByMe) }},
+	{prometheus.NewDesc("coreflux_partition_map_version", "Version of the committed partition map.", nil, nil), prometheus.GaugeValue,
+		func(st *cluster.Status) float64 { return float64(st.Partitions.Version) }},
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range clusterMetrics {
+		ch <- m.desc
+	}
+}
+
+func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.c.Status()
+	for _, m := range clusterMetrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&st))
+	}
+}

@@ -1,0 +1,172 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gantry/appliance/config"
+	"gantry/cluster"
+	"gantry/cluster/discovery"
+	"gantry/cluster/signing"
+)
+
+// clusterOptions maps the Cluster section onto cluster.Options.
+func clusterOptions(cfg *config.Config) cluster.Options {
+	cl := &cfg.Cluster
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	sec := func(v int) time.Duration { return time.Duration(v) * time.Second }
+	o := cluster.DefaultOptions()
+	o.ClusterID, o.NodeName = cl.ClusterId, cl.NodeName
+	o.BindAddr = net.JoinHostPort(cl.BindIP, strconv.Itoa(cl.Port))
+	o.AdvertiseAddr = net.JoinHostPort(advertisedHost(cl), strconv.Itoa(cl.AdvertisedPort))
+	o.OpsAddr = net.JoinHostPort(advertisedHost(cl), strconv.Itoa(cfg.Ops.Port))
+	o.PeerOpsPort = cl.PeerOpsPort
+	o.DataDir = cl.DataDir
+	o.ElectionTimeoutLower, o.ElectionTimeoutUpper = ms(cl.ElectionTimeoutLowerMs), ms(cl.ElectionTimeoutUpperMs)
+	o.RPCTimeout = ms(cl.EffectiveElectionRpcTimeoutMs())
+	o.HeartbeatThreshold = cl.HeartbeatThreshold
+	o.DeadlineTransport = cl.RaftTransport == "Deadline"
+	o.BootstrapGrace, o.BootstrapPeerCheck = sec(cl.BootstrapGraceSeconds), cl.BootstrapPeerCheck
+	o.MemberRemovalGrace = sec(cl.MemberRemovalGraceSeconds)
+	o.MemberAbsentFromDiscovery = sec(cl.MemberAbsentFromDiscoverySeconds)
+	o.MemberAddResign = sec(cl.MemberAddResignSeconds)
+	o.PartitionCount, o.ReplicationFactor = cl.PartitionCount, cl.EffectiveReplicationFactor()
+	o.SharedSecret = []byte(cl.SharedSecret)
+	return o
+}
+
+// advertisedHost is Cluster.AdvertisedHost when it was set. Left to its
+// default (the NodeName), the name is advertised only when it resolves;
+// otherwise the address the cluster port is bound to, or, bound to all
+// addresses, the host's first non-loopback IPv4 address: a gateway named
+// "press-line-2" with no DNS entry is still reachable.
+func advertisedHost(cl *config.Cluster) string {
+	if cl.AdvertisedHost != cl.NodeName {
+		return cl.AdvertisedHost
+	}
+	if _, err := net.LookupHost(cl.NodeName); err == nil {
+		return cl.NodeName
+	}
+	if ip := net.ParseIP(cl.BindIP); ip != nil && !ip.IsUnspecified() {
+		return cl.BindIP
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return cl.AdvertisedHost
+}
+
+// newDiscovery builds the discovery source of Cluster.Discovery.
+func (n *Node) newDiscovery(o *cluster.Options) (discovery.Source, error) {
+	cl := &n.cfg.Cluster
+	log := n.log.With("node", cl.NodeName)
+	signer := signing.New(o.SharedSecret, nil)
+	switch cl.Discovery {
+	case config.DiscoverySeeds:
+		return discovery.NewSeeds(discovery.SeedsOptions{Seeds: cl.Seeds, AdvertiseAddr: o.AdvertiseAddr, BindAddr: o.BindAddr})
+	case config.DiscoveryKubernetes:
+		return discovery.NewKubernetes(discovery.KubernetesOptions{ServiceDNS: cl.KubernetesServiceDns,
+			PeerPort: cl.KubernetesPeerPort, Logger: log})
+	case config.DiscoveryZeroconf:
+		return discovery.NewZeroconf(discovery.ZeroconfOptions{ClusterID: cl.ClusterId, NodeName: cl.NodeName,
+			RaftAddr: o.AdvertiseAddr, OpsAddr: o.OpsAddr, Signer: signer, Logger: log})
+	default:
+		return discovery.NewMulticast(discovery.MulticastOptions{ClusterID: cl.ClusterId, NodeName: cl.NodeName,
+			RaftAddr: o.AdvertiseAddr, OpsAddr: o.OpsAddr, Group: cl.MulticastGroup, Port: cl.MulticastPort,
+			Signer: signer, Logger: log})
+	}
+}
+
+// openCluster builds the cluster node when clustering is on and its
+// configuration is valid; otherwise it records why it is off.
+func (n *Node) openCluster() error {
+	cl := &n.cfg.Cluster
+	if !cl.Enabled {
+		return nil
+	}
+	if ps := n.cfg.ClusterProblems(); len(ps) > 0 {
+		for _, p := range ps {
+			n.log.Error("clustering does not start: "+p, "component", "cluster")
+		}
+		n.clusterOff = ps
+		return nil
+	}
+	if _, ok := n.Users.Lookup(cl.DataPlaneUsername); cl.DataPlaneUsername != "" && !ok {
+		u := cl.DataPlaneUsername
+		p := fmt.Sprintf("config: Cluster.DataPlaneUsername = %q, but no such user exists on this node: create it with -addUser", u)
+		n.log.Error("clustering does not start: "+p, "component", "cluster")
+		n.clusterOff = []string{p}
+		return nil
+	}
+	opts := clusterOptions(&n.cfg)
+	opts.Logger = n.log
+	n.log.Info("clustering on", "component", "cluster", "node", cl.NodeName, "cluster", cl.ClusterId,
+		"discovery", cl.Discovery, "advertise", opts.AdvertiseAddr)
+	src, err := n.newDiscovery(&opts)
+	if err != nil {
+		return fmt.Errorf("cluster discovery (%s): %w", cl.Discovery, err)
+	}
+	opts.Discovery = src
+	c, err := cluster.New(opts)
+	if err != nil {
+		return err
+	}
+	n.Cluster = c
+	return nil
+}
+
+// clusterStatus is GET /cluster: the node's view, or why clustering is off.
+func (n *Node) clusterStatus() cluster.Status {
+	if n.Cluster != nil {
+		return n.Cluster.Status()
+	}
+	return cluster.Status{NodeName: n.cfg.Cluster.NodeName, ClusterID: n.cfg.Cluster.ClusterId,
+		Role: "standalone", Problems: n.clusterOff}
+}
+
+func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(n.clusterStatus())
+}
+
+// clusterSummary is the cluster part of GET /info.
+type clusterSummary struct {
+	Enabled      bool   `json:"enabled"`
+	Role         string `json:"role"`
+	Leader       string `json:"leader"`
+	MembersTotal int    `json:"membersTotal"`
+	MembersAlive int    `json:"membersAlive"`
+}
+
+func (n *Node) clusterInfo() clusterSummary {
+	st := n.clusterStatus()
+	return clusterSummary{Enabled: st.Enabled, Role: st.Role, Leader: st.Leadership.Leader,
+		MembersTotal: st.MembersTotal, MembersAlive: st.MembersAlive}
+}
+
+// shutdownCluster stops the cluster node, bounded by ctx.
+func (n *Node) shutdownCluster(ctx context.Context) error {
+	if n.Cluster == nil {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Cluster.Shutdown() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return errors.Join(ctx.Err(), errors.New("cluster: shutdown did not finish"))
+	}
+}

@@ -1,0 +1,81 @@
+// Package cluster is Gantry's control plane: Raft leadership
+// (hashicorp/raft), start-up (rejoin, join, or form exactly one cluster),
+// membership driven by discovery, and the partition map the data plane
+// builds on. It follows the Coreflux clustering reference; DESIGN.md's
+// roadmap puts moving messages between nodes in a later part.
+//
+// # Identity
+//
+// A node is its NodeName: it is the Raft server ID, and addresses are only
+// where a name can be reached now. The leader follows a member to a new
+// address as soon as discovery and the peer protocol show it there
+// (raft.AddVoter with the same ID rewrites the address), and the address
+// book (transport.go) answers hashicorp/raft's ServerAddressProvider with
+// the newest address seen for a name, forgetting any other name that held
+// the same address before (a node restarted on another node's old address).
+//
+// # Start-up
+//
+// A node with Raft state in DataDir rejoins at once, also when every node
+// restarts together: each remembers the configuration. A node without
+// state starts Raft empty and waits to be added; meanwhile it asks the
+// peers discovery lists who they are (GET /cluster/peer, signed), and asks
+// each one that belongs to a cluster to add it (POST /cluster/join; only
+// the leader acts). After BootstrapGrace, if no peer belongs to a cluster
+// and, with BootstrapPeerCheck, every peer answered, the fresh node that
+// comes first (by NodeName among those that answered; by address against
+// those that did not, possible only without the check) bootstraps a
+// one-member cluster; the others wait, and its leader adds them. Every
+// fresh node computes the same order, so exactly one cluster forms.
+//
+// # Membership (leader)
+//
+// Every ReconcileInterval the leader asks discovery for the peers, adds
+// those of its ClusterId that are not members or moved, removes a member
+// silent for MemberRemovalGrace (its failed heartbeats, as hashicorp/raft
+// reports them), removes a member Kubernetes discovery stopped listing for
+// MemberAbsentFromDiscovery once a TCP probe of its cluster port fails,
+// resigns when a reachable peer has not joined after MemberAddResign, and
+// commits a new partition map when the set of live members (members heard
+// within FailoverDelay) changed it.
+//
+// # Timing
+//
+// hashicorp/raft draws a follower's election timeout from [T, 2T) and the
+// leader heartbeats every T/10. Gantry sets T = ElectionTimeoutLowerMs, so
+// with the defaults (150, 300) the timeout is drawn from exactly the
+// documented range; an ElectionTimeoutUpperMs other than twice the lower
+// bound is validated but the library keeps 2T. Heartbeats go out every
+// T/10, more often than HeartbeatThreshold (0.25) asks, which only makes
+// failure detection faster. The leader's lease is T, so a frozen or cut-off
+// leader stops acting as one within T. With RaftTransport "Deadline" every
+// Raft RPC, and the dial, has ElectionRpcTimeoutMs to complete, so a
+// frozen peer (SIGSTOP: its kernel still accepts connections) costs a
+// vote at most that long; "Tcp" keeps the library's 10 s.
+//
+// # Replicated state
+//
+// One FSM (fsm.go) applies a versioned JSON command envelope: the
+// cluster's session (formed once) and the partition map. Apply is
+// deterministic and refuses a newer envelope version. A map is applied
+// only when its Version is newer than the current one, so a deposed
+// leader's late proposal cannot roll it back; each partition's Epoch rises
+// whenever its owner changes, for the data plane to fence a stale owner.
+//
+// # Messages between nodes
+//
+// Raft traffic on the cluster port is neither signed nor encrypted, as in
+// the reference: keep it on a private network. Everything else between
+// nodes (the peer protocol here, discovery announcements) is signed with
+// SharedSecret through cluster/signing; without a secret it is unsigned
+// and the appliance logs a warning.
+//
+// # Concurrency
+//
+// New and Start are called once, Shutdown once; the other methods may be
+// called from any goroutine. The node runs three goroutines (Raft
+// observations, the control loop, discovery's own work), started by goRun
+// and stopped by Shutdown. Node.mu guards the join attempts and the state
+// callbacks; liveness and the address book have their own mutexes; none is
+// held across network I/O or a Raft future.
+package cluster

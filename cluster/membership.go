@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"gantry/cluster/discovery"
+)
+
+// members returns the Raft configuration as name → address.
+func (n *Node) members() (map[string]string, uint64, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, 0, err
+	}
+	m := map[string]string{}
+	for _, s := range f.Configuration().Servers {
+		m[string(s.ID)] = string(s.Address)
+	}
+	return m, f.Index(), nil
+}
+
+// reconcile is the leader's round: add the peers discovery finds, follow
+// members to new addresses, remove the dead, resign when a reachable peer
+// cannot be added, and keep the partition map in line with the live
+// members.
+func (n *Node) reconcile(ctx context.Context) {
+	dctx, cancel := context.WithTimeout(ctx, n.peerTimeout())
+	s := n.discover(dctx)
+	cancel()
+	members, _, err := n.members()
+	if err != nil {
+		return
+	}
+	for _, h := range s.hellos {
+		if addr, ok := members[h.NodeName]; !ok || addr != h.RaftAddr {
+			if err := n.addMember(h); err != nil {
+				n.log.Warn("cannot add a member", "member", h.NodeName, "addr", h.RaftAddr, "err", err)
+			}
+		}
+	}
+	n.removeDead(ctx, members)
+	n.resignIfStuck(s, members)
+	n.recordSession()
+	n.rebalance()
+}
+
+// addMember adds h as a voter, or moves it to its new address: a name
+// that comes back elsewhere is the same member, and its old address is
+// dropped at once.
+func (n *Node) addMember(h Hello) error {
+	if h.NodeName == "" || h.RaftAddr == "" {
+		return fmt.Errorf("cluster: join request without a name or address")
+	}
+	n.changeMu.Lock() // one membership change at a time: join requests race the reconcile round
+	defer n.changeMu.Unlock()
+	members, index, err := n.members()
+	if err != nil {
+		return err
+	}
+	old, known := members[h.NodeName]
+	if known && old == h.RaftAddr {
+		return nil
+	}
+	n.mu.Lock()
+	if _, ok := n.adding[h.NodeName]; !ok {
+		n.adding[h.NodeName] = time.Now()
+	}
+	n.mu.Unlock()
+	n.book.learn(raft.ServerID(h.NodeName), raft.ServerAddress(h.RaftAddr))
+	if err := n.raft.AddVoter(raft.ServerID(h.NodeName), raft.ServerAddress(h.RaftAddr), index, applyTimeout).Error(); err != nil {
+		return err
+	}
+	if known {
+		n.log.Info("member moved to a new address", "member", h.NodeName, "from", old, "to", h.RaftAddr)
+	} else {
+		n.log.Info("member added", "member", h.NodeName, "addr", h.RaftAddr)
+	}
+	// Another member listed at the address h now holds left it: the
+	// address book forgot it; raft dials it by name from now on.
+	return nil
+}
+
+// absentLister is the optional capability of a discovery source that can
+// tell which addresses it stopped listing, and since when (Kubernetes).
+type absentLister interface {
+	AbsentSince(raftAddr string) (since time.Time, ok bool)
+}
+
+// removeDead removes members silent for MemberRemovalGrace, and members
+// that Kubernetes discovery stopped listing for MemberAbsentFromDiscovery
+// and that fail a TCP probe.
+func (n *Node) removeDead(ctx context.Context, members map[string]string) {
+	now := time.Now()
+	al, _ := n.opts.Discovery.(absentLister)
+	for name, addr := range members {
+		if name == n.opts.NodeName {
+			continue
+		}
+		why := ""
+		if g := n.opts.MemberRemovalGrace; g > 0 && n.live.silentFor(name, now) >= g {
+			why = "unreachable for " + g.String()
+		} else if al != nil && n.absentAndSilent(ctx, al, addr, now) {
+			why = "no longer listed by discovery and its cluster port does not answer"
+		}
+		if why == "" {
+			continue
+		}
+		if err := n.raft.RemoveServer(raft.ServerID(name), 0, applyTimeout).Error(); err != nil {
+			n.log.Warn("cannot remove a member", "member", name, "err", err)
+			continue
+		}
+		n.live.resumed(name)
+		n.log.Warn("member removed", "member", name, "addr", addr, "why", why)
+	}
+}
+
+// absentAndSilent reports whether discovery has not listed addr for
+// MemberAbsentFromDiscovery and a TCP probe of it fails.
+func (n *Node) absentAndSilent(ctx context.Context, al absentLister, addr string, now time.Time) bool {
+	since, ok := al.AbsentSince(addr)
+	return ok && now.Sub(since) >= n.opts.MemberAbsentFromDiscovery && discovery.Probe(ctx, addr) != nil
+}
+
+// resignIfStuck hands leadership over when this leader has tried for
+// MemberAddResign to add a peer that answers but never joins: the next
+// leader may succeed where this one cannot (a one-way network fault).
+func (n *Node) resignIfStuck(s survey, members map[string]string) {
+	now := time.Now()
+	answering := map[string]bool{}
+	for _, h := range s.hellos {
+		answering[h.NodeName] = true
+	}
+	n.mu.Lock()
+	stuck := ""
+	for name, since := range n.adding {
+		_, in := members[name]
+		switch {
+		case in && n.live.silentFor(name, now) == 0, !answering[name]:
+			delete(n.adding, name) // joined, or no longer a reachable candidate
+		case n.opts.MemberAddResign > 0 && now.Sub(since) >= n.opts.MemberAddResign:
+			stuck = name
+		}
+	}
+	if stuck != "" {
+		clear(n.adding)
+	}
+	n.mu.Unlock()
+	if stuck == "" {
+		return
+	}
+	n.log.Warn("resigning leadership: a reachable member did not join", "member", stuck,
+		"after", n.opts.MemberAddResign.String())
+	if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		n.log.Warn("leadership transfer failed", "err", err)
+	}
+}
+
+// recordSession commits the cluster's session once, when it has none.
+func (n *Node) recordSession() {
+	if n.fsm.current().Session.ID != "" {
+		return
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	n.apply(command{Version: commandVersion, Op: opSession, Session: &Session{
+		ID: hex.EncodeToString(id[:]), FormedAt: time.Now().UTC(), FormedBy: n.opts.NodeName}})
+}
+
+// apply commits c through Raft from the leader.
+func (n *Node) apply(c command) error {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	f := n.raft.Apply(data, applyTimeout)
+	if err := f.Error(); err != nil {
+		if err == raft.ErrNotLeader {
+			return ErrNotLeader
+		}
+		return fmt.Errorf("cluster: commit %s: %w", c.Op, err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// liveMembers are the members that have answered within FailoverDelay,
+// this node included, sorted.
+func (n *Node) liveMembers(members map[string]string) []string {
+	now := time.Now()
+	var live []string
+	for name := range members {
+		if name == n.opts.NodeName || n.live.silentFor(name, now) < n.opts.FailoverDelay {
+			live = append(live, name)
+		}
+	}
+	slices.Sort(live)
+	return live
+}

@@ -1,0 +1,287 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"gantry/cluster/partition"
+	"gantry/cluster/signing"
+)
+
+// Files and folders under Options.DataDir.
+const (
+	raftFile     = "raft.db"
+	snapshotsDir = "snapshots"
+)
+
+// applyTimeout bounds a write through Raft from this node.
+const applyTimeout = 5 * time.Second
+
+// Node is one member of the control plane: it runs Raft, forms or joins a
+// cluster, and, while it leads, keeps the membership and the partition map
+// in line with what discovery finds.
+type Node struct {
+	opts Options
+	log  *slog.Logger
+	http *http.Client
+
+	raft   *raft.Raft
+	trans  *raft.NetworkTransport
+	stream *streamLayer
+	store  raftStore
+	fsm    *fsm
+	book   *addressBook
+	signer *signing.Signer
+	live   *liveness
+	obsCh  chan raft.Observation
+	nudge  chan struct{} // wakes the control loop at once (this node became leader)
+	obs    *raft.Observer
+
+	// hadState is whether the node started with Raft state (it rejoins at
+	// once) or fresh (it waits to be added, then may bootstrap).
+	hadState    bool
+	started     time.Time
+	lastWaitLog time.Time // run goroutine only
+
+	leaderChanges atomic.Uint64
+	changeMu      sync.Mutex           // serialises membership changes; held across a Raft future, never with mu
+	mu            sync.Mutex           // guards adding, onState
+	adding        map[string]time.Time // member → when the leader first tried to add it
+	onState       []func(State)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New opens the node's Raft state under opts.DataDir and binds the cluster
+// port. It does not join or form a cluster yet: Start does.
+func New(opts Options) (*Node, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	log = log.With("component", "cluster", "node", opts.NodeName)
+	n := &Node{opts: opts, log: log, book: newAddressBook(), live: newLiveness(),
+		adding: map[string]time.Time{}}
+	n.http = opts.HTTPClient
+	if n.http == nil {
+		n.http = &http.Client{Timeout: opts.RPCTimeout + time.Second}
+	}
+	n.fsm = &fsm{onChange: n.stateChanged}
+	n.signer = signing.New(opts.SharedSecret, nil)
+	if err := n.open(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) open() error {
+	o := &n.opts
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("cluster: DataDir %q: %w", o.DataDir, err)
+	}
+	st, err := openRaftStore(filepath.Join(o.DataDir, raftFile))
+	if err != nil {
+		return err
+	}
+	n.store = st
+	hlog := newRaftLogger(n.log)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(o.DataDir, snapshotsDir), 2, hlog)
+	if err != nil {
+		return fmt.Errorf("cluster: snapshots in %s: %w", o.DataDir, err)
+	}
+	if n.hadState, err = raft.HasExistingState(st, st, snaps); err != nil {
+		return fmt.Errorf("cluster: reading the Raft state in %s: %w", o.DataDir, err)
+	}
+	if n.stream, err = newStreamLayer(o.BindAddr, o.AdvertiseAddr, o.Listen, o.Dial); err != nil {
+		return fmt.Errorf("cluster: listen on %s: %w", o.BindAddr, err)
+	}
+	o.AdvertiseAddr = n.stream.advertise.String() // port 0 resolved
+	timeout := 10 * time.Second
+	if o.DeadlineTransport {
+		timeout = o.RPCTimeout
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		ServerAddressProvider: n.book, Logger: hlog, Stream: n.stream, MaxPool: 3, Timeout: timeout,
+	})
+	if n.raft, err = raft.NewRaft(n.raftConfig(hlog), n.fsm, st, st, snaps, n.trans); err != nil {
+		return fmt.Errorf("cluster: starting Raft: %w", err)
+	}
+	n.obsCh = make(chan raft.Observation, 64)
+	n.nudge = make(chan struct{}, 1)
+	n.obs = raft.NewObserver(n.obsCh, false, nil)
+	n.raft.RegisterObserver(n.obs)
+	return nil
+}
+
+// raftConfig maps the Coreflux election settings onto hashicorp/raft (see
+// doc.go, "Timing").
+func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
+	o := &n.opts
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(o.NodeName)
+	c.HeartbeatTimeout = o.ElectionTimeoutLower
+	c.ElectionTimeout = o.ElectionTimeoutLower
+	c.LeaderLeaseTimeout = o.ElectionTimeoutLower
+	c.CommitTimeout = 10 * time.Millisecond
+	c.ShutdownOnRemove = false // a removed node stays up, so it can be added back when it returns
+	c.NoLegacyTelemetry = true
+	c.Logger = hlog
+	return c
+}
+
+// Start begins the work of the node: a node with state rejoins at once;
+// a fresh one waits to be added, and after BootstrapGrace may form a
+// cluster (see doc.go, "Start-up").
+func (n *Node) Start() {
+	n.started = time.Now()
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if n.hadState {
+		n.log.Info("rejoining the cluster with the state in DataDir", "dir", n.opts.DataDir)
+	} else {
+		n.log.Info("no cluster state: waiting to be added to a running cluster",
+			"grace", n.opts.BootstrapGrace.String())
+	}
+	n.goRun(n.observe)
+	n.goRun(n.run)
+	if src, ok := n.opts.Discovery.(interface{ Run(context.Context) error }); ok {
+		n.goRun(func(ctx context.Context) {
+			if err := src.Run(ctx); err != nil && ctx.Err() == nil {
+				n.log.Error("discovery stopped", "err", err)
+			}
+		})
+	}
+}
+
+func (n *Node) goRun(f func(context.Context)) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f(n.ctx)
+	}()
+}
+
+// run is the node's control loop: while leading it reconciles the
+// membership; while not a member it looks for a cluster to join.
+func (n *Node) run(ctx context.Context) {
+	t := time.NewTicker(n.opts.ReconcileInterval)
+	defer t.Stop()
+	var readyTerm uint64 // the term in which this leader's FSM caught up with the log
+	for {
+		switch {
+		case n.raft.State() == raft.Leader:
+			// A new leader applies the whole log (a Barrier) before it
+			// plans anything from the state.
+			if term := n.raft.CurrentTerm(); term != readyTerm {
+				if n.raft.Barrier(applyTimeout).Error() == nil {
+					readyTerm = term
+				}
+			}
+			if readyTerm == n.raft.CurrentTerm() {
+				n.reconcile(ctx)
+			}
+		case !n.isMember():
+			n.seekCluster(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.nudge:
+		}
+	}
+}
+
+// Shutdown leaves the cluster's Raft group running without this node (it
+// does not remove itself: a restart rejoins) and closes the stores.
+func (n *Node) Shutdown() error {
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.wg.Wait()
+	var err error
+	if n.raft != nil {
+		n.raft.DeregisterObserver(n.obs)
+		err = n.raft.Shutdown().Error()
+	}
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	n.closeStores()
+	return err
+}
+
+func (n *Node) closeStores() {
+	if n.stream != nil && n.raft == nil {
+		n.stream.Close()
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+}
+
+// State is the committed control-plane state as this node has applied it.
+// The Partitions slice is shared: treat it as read-only.
+func (n *Node) State() State { return n.fsm.current() }
+
+// Partitions is the committed partition map.
+func (n *Node) Partitions() partition.Map { return n.fsm.current().Partitions }
+
+// OnState registers f to be called with the new state after every change
+// applied on this node, on the Raft apply goroutine: f must not block.
+func (n *Node) OnState(f func(State)) {
+	n.mu.Lock()
+	n.onState = append(n.onState, f)
+	n.mu.Unlock()
+}
+
+func (n *Node) stateChanged(st State) {
+	n.mu.Lock()
+	fs := n.onState
+	n.mu.Unlock()
+	for _, f := range fs {
+		f(st)
+	}
+}
+
+// RaftAddr is the address other nodes reach this node's cluster port at.
+func (n *Node) RaftAddr() string { return n.opts.AdvertiseAddr }
+
+// IsLeader reports whether this node leads the cluster now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader is the name of the current leader, or "" when none is known.
+func (n *Node) Leader() string {
+	_, id := n.raft.LeaderWithID()
+	return string(id)
+}
+
+// isMember reports whether the Raft configuration this node holds lists it.
+func (n *Node) isMember() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == raft.ServerID(n.opts.NodeName) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"gantry/cluster/discovery"
+)
+
+// Paths of the peer protocol on the operations port. Bodies are signed
+// with the shared secret (cluster/signing).
+const (
+	PeerPath = "/cluster/peer" // GET: who is this node, does it belong to a cluster
+	JoinPath = "/cluster/join" // POST: add me (answered by the leader only)
+)
+
+// maxPeerBody bounds what a peer may send or answer.
+const maxPeerBody = 64 << 10
+
+// Hello is how a node describes itself to its peers.
+type Hello struct {
+	ClusterID string `json:"clusterId"`
+	NodeName  string `json:"nodeName"`
+	RaftAddr  string `json:"raftAddr"`
+	OpsAddr   string `json:"opsAddr"`
+	// HasState: the node holds Raft state, so it belongs (or belonged) to
+	// a cluster; a node without state must not form a new one beside it.
+	HasState bool   `json:"hasState"`
+	Member   bool   `json:"member"` // its configuration lists it
+	Leader   string `json:"leader,omitempty"`
+	Term     uint64 `json:"term"`
+}
+
+// PeerSource is what the node needs of discovery (cluster/discovery).
+type PeerSource interface {
+	Peers(ctx context.Context) ([]discovery.Peer, error)
+}
+
+var (
+	errUnknownServer = errors.New("cluster: unknown server")
+	errForeign       = errors.New("cluster: peer belongs to another cluster")
+)
+
+func (n *Node) hello() Hello {
+	_, leader := n.raft.LeaderWithID()
+	member := n.isMember()
+	return Hello{ClusterID: n.opts.ClusterID, NodeName: n.opts.NodeName, RaftAddr: n.opts.AdvertiseAddr,
+		OpsAddr: n.opts.OpsAddr, HasState: n.hadState || member || n.raft.LastIndex() > 0, Member: member,
+		Leader: string(leader), Term: n.raft.CurrentTerm()}
+}
+
+// PeerHandler serves the peer protocol; the appliance mounts it on the
+// operations port.
+func (n *Node) PeerHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PeerPath, func(w http.ResponseWriter, r *http.Request) {
+		n.writeSigned(w, http.StatusOK, n.hello())
+	})
+	mux.HandleFunc("POST "+JoinPath, n.serveJoin)
+	return mux
+}
+
+func (n *Node) writeSigned(w http.ResponseWriter, status int, v any) {
+	data, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(status)
+	w.Write(n.signer.Sign(data))
+}
+
+// readSigned verifies a signed body and decodes it into v.
+func (n *Node) readSigned(r io.Reader, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r, maxPeerBody))
+	if err != nil {
+		return err
+	}
+	msg, err := n.signer.Verify(body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(msg.Payload, v)
+}
+
+// joinReply answers a join request.
+type joinReply struct {
+	Added  bool   `json:"added"`
+	Leader string `json:"leader,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
+	var h Hello
+	if err := n.readSigned(r.Body, &h); err != nil {
+		n.log.Warn("refused a join request", "from", r.RemoteAddr, "err", err)
+		http.Error(w, "bad signature or body", http.StatusForbidden)
+		return
+	}
+	if h.ClusterID != n.opts.ClusterID {
+		n.writeSigned(w, http.StatusConflict, joinReply{Error: errForeign.Error()})
+		return
+	}
+	if n.raft.State() != raft.Leader {
+		n.writeSigned(w, http.StatusConflict, joinReply{Leader: n.Leader(), Error: ErrNotLeader.Error()})
+		return
+	}
+	if err := n.addMember(h); err != nil {
+		n.writeSigned(w, http.StatusServiceUnavailable, joinReply{Error: err.Error()})
+		return
+	}
+	n.writeSigned(w, http.StatusOK, joinReply{Added: true})
+}
+
+// opsAddr is where a discovered peer answers the peer protocol.
+func (n *Node) opsAddr(p discovery.Peer) string {
+	if p.OpsAddr != "" {
+		return p.OpsAddr
+	}
+	host, _, err := net.SplitHostPort(p.RaftAddr)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n.opts.PeerOpsPort))
+}
+
+// fetchHello asks one peer who it is.
+func (n *Node) fetchHello(ctx context.Context, opsAddr string) (Hello, error) {
+	var h Hello
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+opsAddr+PeerPath, nil)
+	if err != nil {
+		return h, err
+	}
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return h, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return h, fmt.Errorf("cluster: %s answered %s", opsAddr, resp.Status)
+	}
+	if err := n.readSigned(resp.Body, &h); err != nil {
+		return h, fmt.Errorf("cluster: %s: %w", opsAddr, err)
+	}
+	if h.ClusterID != n.opts.ClusterID {
+		return h, fmt.Errorf("%w: %s is in %q", errForeign, h.NodeName, h.ClusterID)
+	}
+	return h, nil
+}
+
+// survey is what discovery and the peer protocol found.
+type survey struct {
+	hellos     []Hello          // peers of this cluster that answered
+	unanswered []discovery.Peer // peers that did not answer (or answered for another cluster)
+}
+
+// discover lists the peers and asks each, concurrently, who it is.
+func (n *Node) discover(ctx context.Context) survey {
+	var s survey
+	if n.opts.Discovery == nil {
+		return s
+	}
+	peers, err := n.opts.Discovery.Peers(ctx)
+	if err != nil {
+		n.log.Warn("discovery failed", "err", err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		if p.RaftAddr == n.opts.AdvertiseAddr || (p.NodeName != "" && p.NodeName == n.opts.NodeName) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := n.opsAddr(p)
+			h, err := n.fetchHello(ctx, addr)
+			h.OpsAddr = addr // where it answered, whatever it advertises
+			if p.RaftAddr != "" {
+				h.RaftAddr = p.RaftAddr // where discovery found it: reachable from here
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				s.unanswered = append(s.unanswered, p)
+			case h.NodeName != n.opts.NodeName:
+				s.hellos = append(s.hellos, h)
+			}
+		}()
+	}
+	wg.Wait()
+	return s
+}
+
+// requestJoin asks a peer that belongs to the cluster to add this node;
+// only the leader acts on it.
+func (n *Node) requestJoin(ctx context.Context, h Hello) (bool, error) {
+	body, _ := json.Marshal(n.hello())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.OpsAddr+JoinPath,
+		bytes.NewReader(n.signer.Sign(body)))
+	if err != nil {
+		return false, err
+	}
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var rep joinReply
+	if err := n.readSigned(resp.Body, &rep); err != nil {
+		return false, fmt.Errorf("cluster: join via %s: %s", h.NodeName, resp.Status)
+	}
+	if !rep.Added {
+		return false, fmt.Errorf("cluster: join via %s: %s", h.NodeName, rep.Error)
+	}
+	return true, nil
+}
+
+// peerTimeout bounds one round of the peer protocol.
+func (n *Node) peerTimeout() time.Duration { return n.opts.RPCTimeout + time.Second }
