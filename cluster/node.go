@@ -32,9 +32,10 @@ const applyTimeout = 5 * time.Second
 // cluster, and, while it leads, keeps the membership and the partition map
 // in line with what discovery finds.
 type Node struct {
-	opts Options
-	log  *slog.Logger
-	http *http.Client
+	opts    Options
+	log     *slog.Logger
+	raftLog *slog.Logger // hashicorp/raft's own lines
+	http    *http.Client
 
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
@@ -75,8 +76,8 @@ func New(opts Options) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	log = log.With("component", "cluster", "node", opts.NodeName)
-	n := &Node{opts: opts, log: log, book: newAddressBook(), live: newLiveness(),
+	n := &Node{opts: opts, log: log.With("component", "cluster", "node", opts.NodeName),
+		raftLog: log.With("component", "raft", "node", opts.NodeName), book: newAddressBook(), live: newLiveness(),
 		adding: map[string]time.Time{}}
 	n.http = opts.HTTPClient
 	if n.http == nil {
@@ -101,7 +102,7 @@ func (n *Node) open() error {
 		return err
 	}
 	n.store = st
-	hlog := newRaftLogger(n.log)
+	hlog := newRaftLogger(n.raftLog)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(o.DataDir, snapshotsDir), 2, hlog)
 	if err != nil {
 		return fmt.Errorf("cluster: snapshots in %s: %w", o.DataDir, err)
@@ -113,6 +114,7 @@ func (n *Node) open() error {
 		return fmt.Errorf("cluster: listen on %s: %w", o.BindAddr, err)
 	}
 	o.AdvertiseAddr = n.stream.advertise.String() // port 0 resolved
+	n.book.learn(raft.ServerID(o.NodeName), raft.ServerAddress(o.AdvertiseAddr))
 	timeout := 10 * time.Second
 	if o.DeadlineTransport {
 		timeout = o.RPCTimeout

@@ -4,11 +4,22 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
+
+// raftQuiet are hashicorp/raft warnings that are normal in Gantry's
+// start-up and failover and go to debug level: a fresh node has no peers
+// until it is added, and the address book does not know every name.
+var raftQuiet = []string{
+	"raft: no known peers, aborting election",
+	"raft: unable to get address for server, using fallback address",
+	"raft: failed to get previous log",
+	"raft: appendEntries rejected, sending older logs",
+}
 
 // raftLogWindow is how often one repeated library message is logged: a
 // dead peer makes hashicorp/raft report a failed heartbeat many times a
@@ -16,7 +27,7 @@ import (
 const raftLogWindow = 10 * time.Second
 
 // newRaftLogger returns an hclog.Logger for hashicorp/raft that writes to
-// log, with the library's info lines at debug level (our own code logs the
+// log (which names the component and node), with the library's info lines at debug level (our own code logs the
 // transitions an operator reads) and each repeated message at most once a
 // raftLogWindow, with the count of those it held back.
 func newRaftLogger(log *slog.Logger) hclog.Logger {
@@ -54,6 +65,11 @@ func (w *raftLogWriter) Write(p []byte) (int, error) {
 			break
 		}
 	}
+	for _, q := range raftQuiet {
+		if strings.HasPrefix(msg, q) {
+			level = slog.LevelDebug
+		}
+	}
 	key := msg
 	if i := bytes.IndexByte([]byte(msg), ':'); i > 0 && i+1 < len(msg) {
 		// "raft: failed to heartbeat to: peer=..." → one key per message kind.
@@ -78,7 +94,7 @@ func (w *raftLogWriter) Write(p []byte) (int, error) {
 	}
 	w.seen[key] = &repeat{at: now}
 	w.mu.Unlock()
-	attrs := []slog.Attr{slog.String("component", "raft")}
+	var attrs []slog.Attr
 	if held > 0 {
 		attrs = append(attrs, slog.Int("repeated", held))
 	}
