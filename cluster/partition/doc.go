@@ -85,7 +85,9 @@
 //     partitions spread over all survivors when it is lost.
 //  7. Nothing changed gives the same map back: same Version, no moves.
 //     Calling Rebalance again without a new catch-up report changes
-//     nothing.
+//     nothing. From a settled map, one node joining or leaving settles in
+//     two changing calls: the plan with the new copies, then, after they
+//     caught up, the ownership transfers and the dropped copies.
 //
 // With no live node, every partition that had an owner is stranded and
 // fresh ones stay without owner. A single node owns everything with one

@@ -173,3 +173,42 @@ func leastWork(m Map, a, b []string, count, rf int) work {
 	}
 	return w
 }
+
+// TestSettlesInTwoRounds: from a settled map, one node joining or being
+// removed settles in two changing rounds (the plan with the new copies;
+// after they caught up, the ownership transfers and dropped copies); the
+// third call changes nothing.
+func TestSettlesInTwoRounds(t *testing.T) {
+	universe := []string{"n0", "n1", "n2", "n3", "n4", "n5", "n6"}
+	worst := 0
+	for seed := range uint64(100) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		count := []int{1, 7, 32, 100, 512}[rng.IntN(5)]
+		rf := 1 + rng.IntN(MaxReplicationFactor)
+		live := slices.Clone(universe[:1+rng.IntN(len(universe))])
+		m, _ := settle(t, Map{}, live, count, rf)
+		for range 10 {
+			if out := slices.DeleteFunc(slices.Clone(universe), func(n string) bool { return slices.Contains(live, n) }); len(out) > 0 && (rng.IntN(2) == 0 || len(live) == 1) {
+				live = append(live, out[rng.IntN(len(out))])
+			} else {
+				i := rng.IntN(len(live))
+				m = m.Forget(live[i])
+				live = slices.Delete(live, i, i+1)
+			}
+			calls := 0
+			for {
+				next, moves := mustRebalance(t, m, live, count, rf)
+				calls++
+				if len(moves) == 0 && !hasSyncing(next) {
+					break
+				}
+				if calls == 3 {
+					t.Fatalf("seed %d: still changing after 3 calls on %v (count %d, rf %d)", seed, live, count, rf)
+				}
+				m = catchUp(next)
+			}
+			worst = max(worst, calls)
+		}
+	}
+	t.Logf("at most %d calls to settle", worst)
+}
