@@ -116,16 +116,12 @@ func (pl *planner) load(prev Map, count int) {
 	}
 }
 
-// leastLoaded returns the node of from with the lowest load-target (target
-// nil means 0), the lowest index on a tie. from must not be empty.
+// leastLoaded returns the node of from with the lowest load-target, the
+// lowest index on a tie. from must not be empty.
 func leastLoaded(from []int, load, target []int) int {
 	best, bestV := -1, 0
 	for _, n := range from {
-		v := load[n]
-		if target != nil {
-			v -= target[n]
-		}
-		if best < 0 || v < bestV {
+		if v := load[n] - target[n]; best < 0 || v < bestV {
 			best, bestV = n, v
 		}
 	}
@@ -166,7 +162,7 @@ func (pl *planner) build(prev Map) Map {
 		case p.owner < 0:
 			// fresh, and no live node to place it on
 		default:
-			a = pl.settle(p)
+			a = pl.assignment(p)
 		}
 		a.Epoch = p.prev.Epoch
 		if a.Owner != p.prev.Owner {
@@ -190,8 +186,11 @@ func (pl *planner) strand(p *plan) Assignment {
 	return Assignment{Replicas: keep}
 }
 
-// settle computes the next placement of an active partition.
-func (pl *planner) settle(p *plan) Assignment {
+// assignment computes the next placement of an active partition: the
+// desired owner if it holds a caught-up copy (else the one it can have),
+// every copy it has or the layout wants (new ones syncing unless the
+// partition is fresh), minus the copies rule 4 of doc.go lets go.
+func (pl *planner) assignment(p *plan) Assignment {
 	owner := p.owner
 	if !p.fresh && !p.isCaught(owner) {
 		owner = p.fallback

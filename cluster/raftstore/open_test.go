@@ -190,6 +190,7 @@ func TestClosed(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), FileName), Options{})
 	must(t, err)
 	must(t, s.Close())
+	must(t, s.Close()) // a second Close is harmless
 	var l raft.Log
 	for name, err := range map[string]error{
 		"StoreLogs": s.StoreLogs(entries(1, 1, 1)),

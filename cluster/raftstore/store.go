@@ -207,8 +207,8 @@ func (s *Store) create(tx *bolt.Tx) error {
 // Path is the file the store lives in.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the file. Calls after Close return an error wrapping
-// ErrClosed.
+// Close closes the file and releases its lock; closing again does
+// nothing. Calls after Close return an error wrapping ErrClosed.
 func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("raftstore: close %s: %w", s.path, err)
