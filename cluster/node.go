@@ -16,14 +16,13 @@ import (
 	"github.com/hashicorp/raft"
 
 	"gantry/cluster/partition"
+	"gantry/cluster/raftstore"
 	"gantry/cluster/signing"
 )
 
-// Files and folders under Options.DataDir.
-const (
-	raftFile     = "raft.db"
-	snapshotsDir = "snapshots"
-)
+// snapshotsDir holds the Raft snapshots under Options.DataDir, beside the
+// log and stable store (raftstore.FileName).
+const snapshotsDir = "snapshots"
 
 // applyTimeout bounds a write through Raft from this node.
 const applyTimeout = 5 * time.Second
@@ -40,7 +39,7 @@ type Node struct {
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
 	stream *streamLayer
-	store  raftStore
+	store  *raftstore.Store
 	fsm    *fsm
 	book   *addressBook
 	signer *signing.Signer
@@ -97,7 +96,7 @@ func (n *Node) open() error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("cluster: DataDir %q: %w", o.DataDir, err)
 	}
-	st, err := openRaftStore(filepath.Join(o.DataDir, raftFile))
+	st, err := raftstore.Open(filepath.Join(o.DataDir, raftstore.FileName), raftstore.DefaultOptions())
 	if err != nil {
 		return err
 	}
