@@ -193,6 +193,14 @@ func TestOfflineQueueBounded(t *testing.T) {
 	c := connectV5(t, s.addr, cp)
 	c.sub(t, "oq/t", 1)
 	c.close()
+	// Only an offline session drops: wait until the close has detached it
+	// (a connected one keeps the messages and pauses the publisher).
+	eventually(t, waitTimeout, func() error {
+		if n := s.Stats().Connections.Load(); n != 0 {
+			return fmt.Errorf("%d connections, want 0", n)
+		}
+		return nil
+	})
 	pub := connectV5(t, s.addr, &paho.Connect{ClientID: "oq-pub", CleanStart: true, KeepAlive: 30})
 	for i := range 10 {
 		pub.pub(t, &paho.Publish{Topic: "oq/t", QoS: 1, Payload: fmt.Appendf(nil, "m%d", i)})
