@@ -27,6 +27,9 @@ func posAt(src string, off int) Pos {
 		if i >= off {
 			break
 		}
+		if i == 0 && r == '\uFEFF' {
+			continue // a byte order mark takes no column
+		}
 		if r == '\n' {
 			line, col = line+1, 1
 		} else {

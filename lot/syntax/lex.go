@@ -17,6 +17,9 @@ const tabWidth = 4
 // no token come out as ILLEGAL tokens for the parser to report.
 func Lex(name, src string) ([]Token, ErrorList) {
 	lx := &lexer{name: name, src: src, line: 1, col: 1}
+	if strings.HasPrefix(src, "\uFEFF") {
+		lx.off = len("\uFEFF") // a byte order mark is not text
+	}
 	lx.run()
 	return lx.toks, lx.errs
 }

@@ -109,6 +109,10 @@ func TestFlatForms(t *testing.T) {
 			`[SetStmt{Name:"x" Value:PayloadExpr{}} SetStmt{Name:"y" Value:BinaryExpr{X:VarRef{Name:"x"} Op:* Y:NumberLit{Text:"2" Value:2}}} PublishStmt{Topic:StringLit{Value:"b"} Value:VarRef{Name:"y"}}]`},
 		{`DEFINE ACTION L DO PUBLISH TOPIC "lamp" WITH "true"`,
 			`[PublishStmt{Topic:StringLit{Value:"lamp"} Value:StringLit{Value:"true"}}]`},
+		{`DEFINE ACTION Avg INPUT a AS DOUBLE INPUT b AS DOUBLE DO SET "avg" WITH ({a} + {b}) / 2 RETURN OUTPUT avg`,
+			`[SetStmt{Name:"avg" Value:BinaryExpr{X:BinaryExpr{X:VarRef{Name:"a"} Op:+ Y:VarRef{Name:"b"}} Op:/ Y:NumberLit{Text:"2" Value:2}}}]`},
+		{"\uFEFFDEFINE ACTION B ON START DO PUBLISH TOPIC \"b\" WITH 1",
+			`[PublishStmt{Topic:StringLit{Value:"b"} Value:NumberLit{Text:"1" Value:1}}]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
@@ -136,6 +140,8 @@ func TestModels(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"header options", `DEFINE MODEL M COLLAPSED FROM Base WITH TOPIC "m/+" WITH RETAIN AND QOS1 WITH FORMAT JSON`,
 			`Model{Kind:MODEL Keyword:"MODEL" Name:"M" Collapsed:true From:"Base" Topic:StringLit{Value:"m/+"} Retain:true QoS:1 Format:"JSON"}`},
+		{"flat", `DEFINE MODEL M WITH TOPIC "m" ADD STRING "a" WITH TOPIC "a" AS TRIGGER ADD INT "b" WITH 2`,
+			`Model{Kind:MODEL Keyword:"MODEL" Name:"M" Topic:StringLit{Value:"m"} Fields:[Field{Type:"STRING" Name:"a" Topic:StringLit{Value:"a"} IsTrigger:true} Field{Type:"INT" Name:"b" Value:NumberLit{Text:"2" Value:2}}]}`},
 		{"keep", `DEFINE MODEL M WITH TOPIC "m" KEEP`,
 			`Model{Kind:MODEL Keyword:"MODEL" Name:"M" Topic:StringLit{Value:"m"} Keep:true}`},
 		{"fields", "DEFINE MODEL M WITH TOPIC \"m\"\n" +

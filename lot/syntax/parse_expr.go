@@ -182,7 +182,7 @@ var reserved = map[string]bool{
 	"CASE": true, "DEFAULT": true, "UNTIL": true, "RETURN": true, "WITH": true,
 	"TO": true, "IN": true, "AND": true, "OR": true, "AS": true, "INPUT": true,
 	"OUTPUT": true, "DESCRIPTION": true, "ENDIF": true, "USING": true,
-	"BETWEEN": true, "ADD": true, "AND_THEN": true,
+	"BETWEEN": true, "ADD": true, "AND_THEN": true, "NOT": true,
 }
 
 // primary parses a literal, a variable, a parenthesised expression or a
@@ -243,21 +243,9 @@ func (p *parser) wordPrimary(t Token) Expr {
 	case "RANDOM":
 		return p.randomExpr()
 	case "REPLACE":
-		p.next()
-		r := &ReplaceExpr{Start: t.Pos, Find: p.primary()}
-		p.expectKw("WITH", "after REPLACE <find>")
-		r.With = p.addExpr()
-		p.expectKw("IN", "after REPLACE <find> WITH <replacement>")
-		r.Source = p.primary()
-		return r
+		return p.replaceExpr()
 	case "FILTER":
-		p.next()
-		f := &FilterExpr{Start: t.Pos}
-		if !p.isKw("USING") {
-			f.Source = p.primary()
-		}
-		f.Regex = p.usingRegex()
-		return f
+		return p.filterExpr()
 	case "TRIM":
 		p.next()
 		return &TrimExpr{Start: t.Pos, Source: p.primary()}
@@ -273,6 +261,26 @@ func (p *parser) wordPrimary(t Token) Expr {
 	}
 	p.next()
 	return &Ident{Start: t.Pos, Name: t.Text}
+}
+
+// replaceExpr parses REPLACE <find> WITH <with> IN <source>.
+func (p *parser) replaceExpr() Expr {
+	r := &ReplaceExpr{Start: p.next().Pos, Find: p.primary()}
+	p.expectKw("WITH", "after REPLACE <find>")
+	r.With = p.addExpr()
+	p.expectKw("IN", "after REPLACE <find> WITH <replacement>")
+	r.Source = p.primary()
+	return r
+}
+
+// filterExpr parses FILTER [<source>] USING REGEX <regex>.
+func (p *parser) filterExpr() Expr {
+	f := &FilterExpr{Start: p.next().Pos}
+	if !p.isKw("USING") {
+		f.Source = p.primary()
+	}
+	f.Regex = p.usingRegex()
+	return f
 }
 
 // getExpr parses GET TOPIC|JSON|ENV|SECRET|MODEL.

@@ -5,6 +5,9 @@ func (p *parser) model(h DefHeader) *Model {
 	h.Name, h.NamePos = p.defName("the model")
 	m := &Model{DefHeader: h}
 	p.modelHeader(m)
+	for p.isKw("ADD") { // the flat form: fields on the header line
+		m.Fields = append(m.Fields, p.field())
+	}
 	if p.openLine() {
 		p.enter()
 		defer p.leave()
@@ -17,7 +20,7 @@ var modelOptions = []string{"COLLAPSED", "FROM", "WITH", "KEEP", "RETAIN", "AND"
 
 // modelHeader parses the options on the DEFINE MODEL line.
 func (p *parser) modelHeader(m *Model) {
-	for {
+	for !p.isKw("ADD") {
 		t := p.tok()
 		if t.Kind != WORD {
 			if t.Kind != NEWLINE && t.Kind != EOF {
