@@ -2,6 +2,7 @@ package syntax
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -134,5 +135,22 @@ func TestDeepNesting(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "too deeply nested") {
 			t.Errorf("err = %v", err)
 		}
+	}
+}
+
+// TestLargeSource parses thousands of definitions: the token budget that
+// guards against loops must not trip on real programs.
+func TestLargeSource(t *testing.T) {
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, "DEFINE ACTION A%d\nON TOPIC \"in/+/x\" DO\n    SET \"v\" WITH [%s]\n", i, strings.Repeat("((1 + 2) * -3), ", 20))
+		b.WriteString("    IF GET JSON \"a.b\" IN PAYLOAD AS DOUBLE > 1 AND NOT {v} == EMPTY THEN\n        PUBLISH TOPIC \"out/\" + TOPIC POSITION 2 WITH {v}\n")
+	}
+	f, err := Parse("big.lot", b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Defs) != 2000 {
+		t.Errorf("%d definitions", len(f.Defs))
 	}
 }

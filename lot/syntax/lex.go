@@ -16,7 +16,7 @@ const tabWidth = 4
 // are returned as errors beside the tokens, and characters that belong to
 // no token come out as ILLEGAL tokens for the parser to report.
 func Lex(name, src string) ([]Token, ErrorList) {
-	lx := &lexer{name: name, src: src, line: 1, col: 1}
+	lx := &lexer{name: name, src: src, line: 1, col: 1, toks: make([]Token, 0, len(src)/8+8)}
 	if strings.HasPrefix(src, "\uFEFF") {
 		lx.off = len("\uFEFF") // a byte order mark is not text
 	}

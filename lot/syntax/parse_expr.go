@@ -89,11 +89,13 @@ func (p *parser) addExpr() Expr {
 	return x
 }
 
+var mulOps = map[TokenKind]Op{STAR: OpMul, SLASH: OpDiv, PERCENT: OpMod}
+
 func (p *parser) mulExpr() Expr {
 	x := p.unaryExpr()
 	for {
 		t := p.tok()
-		op, ok := map[TokenKind]Op{STAR: OpMul, SLASH: OpDiv, PERCENT: OpMod}[t.Kind]
+		op, ok := mulOps[t.Kind]
 		if !ok {
 			return x
 		}
