@@ -288,3 +288,15 @@ func sameList(got, want []string) error {
 	}
 	return nil
 }
+
+// actionOf parses src and returns its first action.
+func actionOf(t testing.TB, src string) *syntax.Action {
+	t.Helper()
+	for _, d := range parseOne(t, src).Defs {
+		if a, ok := d.(*syntax.Action); ok {
+			return a
+		}
+	}
+	t.Fatalf("no action in\n%s", src)
+	return nil
+}
