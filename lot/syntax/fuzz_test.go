@@ -100,6 +100,9 @@ func FuzzParse(f *testing.F) {
 			if h.Text != h.Span.Text(src) || !strings.HasPrefix(strings.ToUpper(h.Text), "DEFINE") {
 				t.Fatalf("definition text %q, span %v", h.Text, h.Span)
 			}
+			if err == nil {
+				reparse(t, h)
+			}
 			Inspect(d, func(n Node) bool {
 				if p := n.Pos(); p.Offset < 0 || p.Offset > len(src) {
 					t.Fatalf("%T at %v outside the source", n, p)
@@ -108,4 +111,17 @@ func FuzzParse(f *testing.F) {
 			})
 		}
 	})
+}
+
+// reparse checks that the text of a definition parses on its own to the
+// same definition: the runtime stores and republishes each one separately.
+func reparse(t *testing.T, h *DefHeader) {
+	t.Helper()
+	f, err := Parse("def", h.Text)
+	if err != nil || len(f.Defs) != 1 {
+		t.Fatalf("definition %s %s does not parse alone (%d defs): %v\n%s", h.Kind, h.Name, len(f.Defs), err, h.Text)
+	}
+	if g := f.Defs[0].Header(); g.Kind != h.Kind || g.Name != h.Name || g.Text != h.Text {
+		t.Fatalf("definition %s %s parses alone as %s %s", h.Kind, h.Name, g.Kind, g.Name)
+	}
 }

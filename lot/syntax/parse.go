@@ -340,8 +340,11 @@ func (p *parser) endDef() {
 	}
 	t := p.tok()
 	hint := ""
-	if t.Kind == WORD && stmtWords[t.Value] {
+	if t.Kind == WORD && (stmtWords[t.Value] || t.Value == "ADD" || t.Value == "WITH") {
 		hint = "indent the body of the definition by 4 spaces"
+	}
+	if kwAt(t, "DEFINE") {
+		hint = "start each DEFINE on a line of its own"
 	}
 	p.failf(t.Pos, hint, "unexpected %s after the definition", t)
 }

@@ -125,6 +125,9 @@ func (p *parser) endStmt() {
 	case t.Kind == WORD && (stmtWords[t.Value] || endWords[t.Value]):
 	default:
 		hint := ""
+		if kwAt(t, "DEFINE") {
+			hint = "start each DEFINE on a line of its own"
+		}
 		if kwAt(t, "AS") {
 			hint = suggestFor(p.peek(1), "", "STRING", "INT", "DOUBLE", "BOOL", "TIMESTAMP", "JSON", "OBJECT", "ARRAY")
 		}

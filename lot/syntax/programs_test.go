@@ -33,6 +33,7 @@ func TestReferencePrograms(t *testing.T) {
 				if !strings.HasPrefix(h.Text, "DEFINE") || h.Text != h.Span.Text(f.Src) {
 					t.Errorf("%s %s: bad span %v: %q", h.Kind, h.Name, h.Span, h.Text)
 				}
+				reparse(t, h)
 				if h.Name == "" || !h.NamePos.IsValid() {
 					t.Errorf("%s: no name", h.Kind)
 				}
