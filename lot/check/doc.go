@@ -13,6 +13,11 @@
 //	CallableOf(action), ModelOf(model, parent)           Env entries from parsed definitions
 //	Deployed{Callables, Models}                          a map-backed Env
 //	HasErrors(diags), Format(diags)
+//	Scopes, Flags, SupportedTypes                        what rules and connectors accept
+//
+// Source runs the semantic checks only on a source without syntax errors;
+// with syntax errors it returns those alone, so one mistake does not cause
+// a cascade of follow-on diagnostics.
 //
 // A Diagnostic has a position (line, column), a Severity (Error refuses the
 // source, Warning does not), a message, a hint ("did you mean Average2?")

@@ -5,9 +5,13 @@
 //
 // # API
 //
-//	Parse(name, src) (*File, error)   parse a source of one or more definitions
+//	Parse(name, src) (*File, error)     parse a source of one or more definitions
 //	Lex(name, src) ([]Token, ErrorList) the tokens, for editors and tests
-//	Inspect(node, func(Node) bool)    walk a tree
+//	Inspect(node, func(Node) bool)      walk a tree
+//	NewError(file, src, pos, hint, ...) an *Error with its source line (for the checker)
+//	Closest(word, candidates)           the likely intended word, for "did you mean"
+//	ParseTimeUnit, ParseTypeName        keyword helpers shared with the checker and drivers
+//	Trigger.Interval, ConfigPair.Interval, TimeUnit.Duration  periods as time.Duration
 //
 // Parse returns a *File whose Defs are *Action, *Model, *Rule, *Connector
 // (DEFINE CONNECTOR and its older name DEFINE ROUTE) and *UnsupportedDef
