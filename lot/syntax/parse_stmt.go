@@ -52,7 +52,7 @@ func (p *parser) block() []Stmt {
 // items calls item for each item of an indented block, with recovery,
 // and consumes the block's closing DEDENT.
 func (p *parser) items(item func()) {
-	for !p.at(DEDENT) && !p.at(EOF) {
+	for !p.at(DEDENT) && !p.at(EOF) && !p.defStart(p.i) {
 		switch p.tok().Kind {
 		case NEWLINE:
 			p.next()
