@@ -22,6 +22,7 @@
 //     wires the packages above to the broker.
 //
 // Dependencies point one way: command, defs, schedule, rules and topiccache
-// import none of syntax, check or each other (rules imports broker/topic for
-// MQTT matching); the runtime and the appliance connect them.
+// import neither syntax nor check; command uses defs' kinds, rules and
+// topiccache use broker/topic for MQTT topic rules, and nothing else of the
+// tree. The runtime and the appliance connect them.
 package lot

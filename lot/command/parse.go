@@ -75,14 +75,14 @@ func Parse(payload []byte) (Command, error) {
 		return Command{}, parseErr("empty command; send -<command> [arguments], for example -listEntities")
 	}
 	word, rest := cutWord(s)
-	cmd := Command{Name: word}
+	cmd := Command{Name: clip(word)}
 	rest, id, err := extractRequestID(rest)
 	cmd.RequestID = id
 	if err != nil {
 		return cmd, err
 	}
 	if !strings.HasPrefix(word, "-") {
-		return cmd, &ParseError{Msg: fmt.Sprintf("Unknown command: %s (a command starts with '-')", word),
+		return cmd, &ParseError{Msg: fmt.Sprintf("Unknown command: %s (a command starts with '-')", clip(word)),
 			Unknown: true, Suggestions: suggest(word)}
 	}
 	entry, ok := lookup[fold(word)]
@@ -91,7 +91,7 @@ func Parse(payload []byte) (Command, error) {
 			cmd.Name = "-" + u.name
 			return cmd, &ParseError{Msg: fmt.Sprintf("Command -%s is not supported: %s", u.name, u.why), Unsupported: true}
 		}
-		return cmd, &ParseError{Msg: "Unknown command: " + word, Unknown: true, Suggestions: suggest(word)}
+		return cmd, &ParseError{Msg: "Unknown command: " + clip(word), Unknown: true, Suggestions: suggest(word)}
 	}
 	cmd.Verb, cmd.Name, cmd.Kind = entry.verb, "-"+entry.name, entry.verb.Kind()
 	return cmd, parseArgs(&cmd, rest)
@@ -146,12 +146,25 @@ func countArgs(toks []string) string {
 	return fmt.Sprintf("%d arguments: %s", len(toks), quoteList(toks))
 }
 
+// quoteList quotes the first few tokens for an error message.
 func quoteList(toks []string) string {
-	q := make([]string, len(toks))
+	var q []string
 	for i, t := range toks {
-		q[i] = fmt.Sprintf("%q", t)
+		if i == 5 {
+			q = append(q, "...")
+			break
+		}
+		q = append(q, fmt.Sprintf("%q", clip(t)))
 	}
 	return strings.Join(q, ", ")
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // parseSource keeps the LoT text and reads its DEFINE line.
