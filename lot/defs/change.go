@@ -5,10 +5,88 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
 )
+
+// Kind is a kind of definition.
+type Kind string
+
+// Kinds of definitions. DEFINE ROUTE is an alias of DEFINE CONNECTOR: both
+// are Connector.
+const (
+	Model     Kind = "model"
+	Action    Kind = "action"
+	Connector Kind = "connector"
+	Rule      Kind = "rule"
+)
+
+// Kinds returns the kinds in load order (LOT.md §9.4: models, actions,
+// routes, rules): a definition may refer to those of earlier kinds.
+func Kinds() []Kind { return []Kind{Model, Action, Connector, Rule} }
+
+// rank is the position of k in load order, -1 when k is unknown.
+func (k Kind) rank() int {
+	switch k {
+	case Model:
+		return 0
+	case Action:
+		return 1
+	case Connector:
+		return 2
+	case Rule:
+		return 3
+	}
+	return -1
+}
+
+// Valid reports whether k is one of the kinds.
+func (k Kind) Valid() bool { return k.rank() >= 0 }
+
+// ParseKind returns the kind named s, ignoring case and a plural s; "route"
+// is Connector.
+func ParseKind(s string) (Kind, error) {
+	k := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "s")
+	if k == "route" {
+		return Connector, nil
+	}
+	if Kind(k).Valid() {
+		return Kind(k), nil
+	}
+	return "", fmt.Errorf("defs: unknown kind %q (want action, model, rule, connector or route)", s)
+}
+
+// MaxNameLen is the longest definition name, in bytes.
+const MaxNameLen = 128
+
+// ValidateName checks a definition name (LOT.md §1.2): 1 to MaxNameLen
+// letters, digits and '_', plus '-' and '.' (which the vendor's linter
+// tolerates) after the first character. Names are case-sensitive. The
+// name is also a file name, which these rules keep safe.
+func ValidateName(kind Kind, name string) error {
+	if name == "" {
+		return fmt.Errorf("defs: %s name is empty", kind)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("defs: %s name %q is %d bytes, more than %d", kind, name, len(name), MaxNameLen)
+	}
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+		case (r == '-' || r == '.') && i > 0:
+		default:
+			what := fmt.Sprintf("%q", r)
+			if r == utf8.RuneError {
+				what = "invalid UTF-8"
+			}
+			return fmt.Errorf("defs: %s name %q has %s at byte %d; use letters, digits and '_' (and '-' or '.' after the first character)",
+				kind, name, what, i)
+		}
+	}
+	return nil
+}
 
 // Errors wrapped by Apply's errors.
 var (
@@ -175,35 +253,18 @@ func validateSource(p Put, maxSource int) error {
 // apply computes the state after c over cur (which it does not modify) and
 // the events; version stamps the definitions c writes.
 func apply(cur map[key]Definition, c Change, version uint64) (map[key]Definition, []Event, error) {
-	next := make(map[key]Definition, len(cur)+len(c.Puts))
-	for k, d := range cur {
-		next[k] = d
+	next := maps.Clone(cur)
+	if next == nil {
+		next = map[key]Definition{}
 	}
-	var errs []error
-	for _, d := range c.Deletes {
-		if d.Name == "" {
-			for k := range next {
-				if k.kind == d.Kind {
-					delete(next, k)
-				}
-			}
-			continue
-		}
-		if _, ok := next[key{d.Kind, d.Name}]; !ok {
-			errs = append(errs, fmt.Errorf("%w: %s %q", ErrNotFound, d.Kind, d.Name))
-			continue
-		}
-		delete(next, key{d.Kind, d.Name})
-	}
-	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
+	if err := applyDeletes(next, c.Deletes); err != nil {
+		return nil, nil, err
 	}
 	var events []Event
 	for _, p := range c.Puts {
 		k := key{p.Kind, p.Name}
-		old, had := cur[k]
 		ev := Event{Op: Added, Kind: p.Kind, Name: p.Name, Source: p.Source}
-		if had {
+		if old, had := cur[k]; had {
 			ev.Op, ev.Previous = Replaced, old.Source
 			if old.Source == p.Source {
 				ev.Op = Unchanged
@@ -212,17 +273,40 @@ func apply(cur map[key]Definition, c Change, version uint64) (map[key]Definition
 		events = append(events, ev)
 		next[k] = Definition{Kind: p.Kind, Name: p.Name, Source: p.Source, Version: version}
 	}
-	var removed []Event
+	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.Kind.rank(), b.Kind.rank()) })
+	return next, append(removals(cur, next), events...), nil
+}
+
+// applyDeletes removes what ds names from m, failing on a name m lacks.
+func applyDeletes(m map[key]Definition, ds []Delete) error {
+	var errs []error
+	for _, d := range ds {
+		if d.Name == "" {
+			maps.DeleteFunc(m, func(k key, _ Definition) bool { return k.kind == d.Kind })
+			continue
+		}
+		if _, ok := m[key{d.Kind, d.Name}]; !ok {
+			errs = append(errs, fmt.Errorf("%w: %s %q", ErrNotFound, d.Kind, d.Name))
+			continue
+		}
+		delete(m, key{d.Kind, d.Name})
+	}
+	return errors.Join(errs...)
+}
+
+// removals lists what is in cur and not in next, dependents first (rules,
+// connectors, actions, models), then by name.
+func removals(cur, next map[key]Definition) []Event {
+	var out []Event
 	for k, d := range cur {
 		if _, ok := next[k]; !ok {
-			removed = append(removed, Event{Op: Removed, Kind: k.kind, Name: k.name, Previous: d.Source})
+			out = append(out, Event{Op: Removed, Kind: k.kind, Name: k.name, Previous: d.Source})
 		}
 	}
-	slices.SortFunc(removed, func(a, b Event) int {
+	slices.SortFunc(out, func(a, b Event) int {
 		return cmp.Or(cmp.Compare(b.Kind.rank(), a.Kind.rank()), cmp.Compare(a.Name, b.Name))
 	})
-	slices.SortStableFunc(events, func(a, b Event) int { return cmp.Compare(a.Kind.rank(), b.Kind.rank()) })
-	return next, append(removed, events...), nil
+	return out
 }
 
 // sorted returns the definitions of m of kind ("" for all) in load order,

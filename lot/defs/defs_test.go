@@ -273,12 +273,12 @@ func TestParseKindAndNames(t *testing.T) {
 		}
 	}
 	invalid := map[string]string{
-		"":                               "action name is empty",
-		".hidden":                        `has '.' at byte 0`,
-		"..":                             `has '.' at byte 0`,
-		"a/b":                            `has '/' at byte 1`,
-		"é":                              `has 'é' at byte 0`,
-		"\xff":                           "invalid UTF-8 at byte 0",
+		"":                                "action name is empty",
+		".hidden":                         `has '.' at byte 0`,
+		"..":                              `has '.' at byte 0`,
+		"a/b":                             `has '/' at byte 1`,
+		"é":                               `has 'é' at byte 0`,
+		"\xff":                            "invalid UTF-8 at byte 0",
 		strings.Repeat("n", MaxNameLen+1): "more than 128",
 	}
 	for n, want := range invalid {

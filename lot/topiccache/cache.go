@@ -12,6 +12,61 @@ import (
 	"gantry/broker/topic"
 )
 
+// Options bound a Cache. The zero value of a field means its default.
+type Options struct {
+	// MaxTopics bounds the topics held (default 100,000, the figure the
+	// documentation promises for kept topics per node).
+	MaxTopics int
+	// MaxValueBytes bounds one payload (default 1 MiB).
+	MaxValueBytes int
+	// MaxBytes bounds the memory held: payloads, topic names and a fixed
+	// overhead per entry (EntryOverhead). Default 256 MiB: an edge gateway
+	// cannot hold MaxTopics values of MaxValueBytes each.
+	MaxBytes int64
+}
+
+// EntryOverhead is what one entry costs beyond its topic and payload bytes
+// in the MaxBytes accounting: the entry, its map slot and list links.
+const EntryOverhead = 128
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{MaxTopics: 100_000, MaxValueBytes: 1 << 20, MaxBytes: 256 << 20}
+}
+
+// Validate checks the options (after defaults are applied to zero fields).
+func (o Options) Validate() error {
+	switch {
+	case o.MaxTopics < 0:
+		return fmt.Errorf("topiccache: Options.MaxTopics = %d, want 0 (default) or more", o.MaxTopics)
+	case o.MaxValueBytes < 0:
+		return fmt.Errorf("topiccache: Options.MaxValueBytes = %d, want 0 (default) or more", o.MaxValueBytes)
+	case o.MaxBytes < 0:
+		return fmt.Errorf("topiccache: Options.MaxBytes = %d, want 0 (default) or more", o.MaxBytes)
+	case o.MaxBytes > 0 && o.MaxValueBytes > 0 && int64(o.MaxValueBytes) > o.MaxBytes:
+		return fmt.Errorf("topiccache: Options.MaxValueBytes = %d exceeds Options.MaxBytes = %d", o.MaxValueBytes, o.MaxBytes)
+	}
+	return nil
+}
+
+func (o *Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o == nil {
+		return d
+	}
+	out := *o
+	if out.MaxTopics == 0 {
+		out.MaxTopics = d.MaxTopics
+	}
+	if out.MaxValueBytes == 0 {
+		out.MaxValueBytes = d.MaxValueBytes
+	}
+	if out.MaxBytes == 0 {
+		out.MaxBytes = d.MaxBytes
+	}
+	return out
+}
+
 // Errors of the cache; the returned errors wrap them and name the topic.
 var (
 	// ErrTooLarge: the payload exceeds Options.MaxValueBytes.
@@ -178,8 +233,7 @@ func (c *Cache) write(tp string, payload []byte, at time.Time, origin Origin, me
 	}
 	sh := c.shard(tp)
 	sh.mu.Lock()
-	e, ok := sh.m[tp]
-	if ok {
+	if e, ok := sh.m[tp]; ok {
 		if merge && !newer(at, payload, e) {
 			sh.mu.Unlock()
 			return false, nil
@@ -192,15 +246,19 @@ func (c *Cache) write(tp string, payload []byte, at time.Time, origin Origin, me
 		}
 		return true, nil
 	}
-	e = &entry{topic: tp, payload: payload, at: at, origin: origin}
+	return c.insert(sh, &entry{topic: tp, payload: payload, at: at, origin: origin})
+}
+
+// insert adds a new entry to sh, whose lock is held and released here.
+func (c *Cache) insert(sh *shard, e *entry) (bool, error) {
 	cost := e.cost() // e is shared once the lock is released
 	if c.full(cost) && c.published.Load() == 0 {
 		sh.mu.Unlock()
 		c.refFull.Add(1)
-		return false, fmt.Errorf("%w: %s %q: %d topics, %d bytes held", ErrFull, origin, tp, c.topics.Load(), c.size.Load())
+		return false, fmt.Errorf("%w: %s %q: %d topics, %d bytes held", ErrFull, e.origin, e.topic, c.topics.Load(), c.size.Load())
 	}
-	sh.m[tp] = e
-	if origin == Published {
+	sh.m[e.topic] = e
+	if e.origin == Published {
 		sh.pub.pushBack(e)
 		c.published.Add(1)
 	}
