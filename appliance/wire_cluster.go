@@ -25,6 +25,7 @@ func clusterOptions(cfg *config.Config) cluster.Options {
 	o.ClusterID, o.NodeName = cl.ClusterId, cl.NodeName
 	o.BindAddr = net.JoinHostPort(cl.BindIP, strconv.Itoa(cl.Port))
 	o.AdvertiseAddr = net.JoinHostPort(advertisedHost(cl), strconv.Itoa(cl.AdvertisedPort))
+	o.AdvertiseLearn = !advertisedHostSet(cl)
 	o.OpsAddr = net.JoinHostPort(advertisedHost(cl), strconv.Itoa(cfg.Ops.Port))
 	o.PeerOpsPort = cl.PeerOpsPort
 	o.DataDir = cl.DataDir
@@ -41,13 +42,19 @@ func clusterOptions(cfg *config.Config) cluster.Options {
 	return o
 }
 
+// advertisedHostSet reports whether Cluster.AdvertisedHost was given
+// rather than left to its default, the NodeName.
+func advertisedHostSet(cl *config.Cluster) bool { return cl.AdvertisedHost != cl.NodeName }
+
 // advertisedHost is Cluster.AdvertisedHost when it was set. Left to its
 // default (the NodeName), the name is advertised only when it resolves;
 // otherwise the address the cluster port is bound to, or, bound to all
-// addresses, the host's first non-loopback IPv4 address: a gateway named
-// "press-line-2" with no DNS entry is still reachable.
+// addresses, the address of the interface of the default route, or the
+// first non-loopback IPv4 address: a gateway named "press-line-2" with no
+// DNS entry is still reachable. Peers that see the node at another address
+// correct it (cluster.Options.AdvertiseLearn).
 func advertisedHost(cl *config.Cluster) string {
-	if cl.AdvertisedHost != cl.NodeName {
+	if advertisedHostSet(cl) {
 		return cl.AdvertisedHost
 	}
 	if _, err := net.LookupHost(cl.NodeName); err == nil {
@@ -55,6 +62,14 @@ func advertisedHost(cl *config.Cluster) string {
 	}
 	if ip := net.ParseIP(cl.BindIP); ip != nil && !ip.IsUnspecified() {
 		return cl.BindIP
+	}
+	// A UDP "connection" sends nothing: it only asks the kernel which
+	// local address routes to a public one.
+	if c, err := net.Dial("udp4", "192.0.2.1:9"); err == nil {
+		defer c.Close()
+		if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsLoopback() {
+			return a.IP.String()
+		}
 	}
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range addrs {
@@ -64,6 +79,17 @@ func advertisedHost(cl *config.Cluster) string {
 		}
 	}
 	return cl.AdvertisedHost
+}
+
+// announced is the address multicast and zeroconf announce: without an
+// explicit AdvertisedHost, only the port, so that each peer uses the
+// address the announcement came from, right for the network it came over.
+func announced(cl *config.Cluster, addr string) string {
+	if advertisedHostSet(cl) {
+		return addr
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	return ":" + port
 }
 
 // newDiscovery builds the discovery source of Cluster.Discovery.
@@ -79,10 +105,10 @@ func (n *Node) newDiscovery(o *cluster.Options) (discovery.Source, error) {
 			PeerPort: cl.KubernetesPeerPort, Logger: log})
 	case config.DiscoveryZeroconf:
 		return discovery.NewZeroconf(discovery.ZeroconfOptions{ClusterID: cl.ClusterId, NodeName: cl.NodeName,
-			RaftAddr: o.AdvertiseAddr, OpsAddr: o.OpsAddr, Signer: signer, Logger: log})
+			RaftAddr: announced(cl, o.AdvertiseAddr), OpsAddr: announced(cl, o.OpsAddr), Signer: signer, Logger: log})
 	default:
 		return discovery.NewMulticast(discovery.MulticastOptions{ClusterID: cl.ClusterId, NodeName: cl.NodeName,
-			RaftAddr: o.AdvertiseAddr, OpsAddr: o.OpsAddr, Group: cl.MulticastGroup, Port: cl.MulticastPort,
+			RaftAddr: announced(cl, o.AdvertiseAddr), OpsAddr: announced(cl, o.OpsAddr), Group: cl.MulticastGroup, Port: cl.MulticastPort,
 			Signer: signer, Logger: log})
 	}
 }

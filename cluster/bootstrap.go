@@ -15,6 +15,7 @@ func (n *Node) seekCluster(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, n.peerTimeout())
 	defer cancel()
 	s := n.discover(ctx)
+	n.learnAdvertise(s)
 	inCluster := false
 	for _, h := range s.hellos {
 		if !h.HasState {
@@ -54,7 +55,7 @@ func (n *Node) firstAmong(s survey) bool {
 		}
 	}
 	for _, p := range s.unanswered {
-		if p.RaftAddr < n.opts.AdvertiseAddr {
+		if p.RaftAddr < n.advertise() {
 			return false
 		}
 	}
@@ -64,7 +65,7 @@ func (n *Node) firstAmong(s survey) bool {
 func (n *Node) bootstrap() {
 	n.log.Info("no cluster found after the bootstrap grace: forming a new cluster", "cluster", n.opts.ClusterID)
 	cfg := raft.Configuration{Servers: []raft.Server{{
-		Suffrage: raft.Voter, ID: raft.ServerID(n.opts.NodeName), Address: raft.ServerAddress(n.opts.AdvertiseAddr)}}}
+		Suffrage: raft.Voter, ID: raft.ServerID(n.opts.NodeName), Address: raft.ServerAddress(n.advertise())}}}
 	if err := n.raft.BootstrapCluster(cfg).Error(); err != nil && err != raft.ErrCantBootstrap {
 		n.log.Error("cannot form the cluster", "err", err)
 	}

@@ -35,6 +35,7 @@ func (n *Node) reconcile(ctx context.Context) {
 	dctx, cancel := context.WithTimeout(ctx, n.peerTimeout())
 	s := n.discover(dctx)
 	cancel()
+	n.learnAdvertise(s)
 	members, _, err := n.members()
 	if err != nil {
 		return

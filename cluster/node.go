@@ -112,8 +112,7 @@ func (n *Node) open() error {
 	if n.stream, err = newStreamLayer(o.BindAddr, o.AdvertiseAddr, o.Listen, o.Dial); err != nil {
 		return fmt.Errorf("cluster: listen on %s: %w", o.BindAddr, err)
 	}
-	o.AdvertiseAddr = n.stream.advertise.String() // port 0 resolved
-	n.book.learn(raft.ServerID(o.NodeName), raft.ServerAddress(o.AdvertiseAddr))
+	n.book.learn(raft.ServerID(o.NodeName), raft.ServerAddress(n.advertise()))
 	timeout := 10 * time.Second
 	if o.DeadlineTransport {
 		timeout = o.RPCTimeout
@@ -262,7 +261,10 @@ func (n *Node) stateChanged(st State) {
 }
 
 // RaftAddr is the address other nodes reach this node's cluster port at.
-func (n *Node) RaftAddr() string { return n.opts.AdvertiseAddr }
+func (n *Node) RaftAddr() string { return n.advertise() }
+
+// advertise is the address this node tells its peers, as now known.
+func (n *Node) advertise() string { return n.stream.Addr().String() }
 
 // IsLeader reports whether this node leads the cluster now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

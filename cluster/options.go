@@ -18,6 +18,11 @@ type Options struct {
 
 	BindAddr      string // ip:port the cluster (Raft) listener binds
 	AdvertiseAddr string // host:port the other nodes dial to reach this node
+	// AdvertiseLearn lets the node replace the host of AdvertiseAddr with
+	// the address its peers see it connect from, when they agree on one:
+	// for a host that was not set explicitly, on a gateway with several
+	// network interfaces.
+	AdvertiseLearn bool
 	OpsAddr       string // host:port of this node's operations endpoint, as peers reach it
 	PeerOpsPort   int    // operations port of the peers, for addresses discovery gives without one
 

@@ -40,6 +40,9 @@ type Hello struct {
 	Member   bool   `json:"member"` // its configuration lists it
 	Leader   string `json:"leader,omitempty"`
 	Term     uint64 `json:"term"`
+	// Observed is the address the answering node saw the request come
+	// from: how the asking node is reached (see Options.AdvertiseLearn).
+	Observed string `json:"observed,omitempty"`
 }
 
 // PeerSource is what the node needs of discovery (cluster/discovery).
@@ -55,7 +58,7 @@ var (
 func (n *Node) hello() Hello {
 	_, leader := n.raft.LeaderWithID()
 	member := n.isMember()
-	return Hello{ClusterID: n.opts.ClusterID, NodeName: n.opts.NodeName, RaftAddr: n.opts.AdvertiseAddr,
+	return Hello{ClusterID: n.opts.ClusterID, NodeName: n.opts.NodeName, RaftAddr: n.advertise(),
 		OpsAddr: n.opts.OpsAddr, HasState: n.hadState || member || n.raft.LastIndex() > 0, Member: member,
 		Leader: string(leader), Term: n.raft.CurrentTerm()}
 }
@@ -65,7 +68,9 @@ func (n *Node) hello() Hello {
 func (n *Node) PeerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PeerPath, func(w http.ResponseWriter, r *http.Request) {
-		n.writeSigned(w, http.StatusOK, n.hello())
+		h := n.hello()
+		h.Observed, _, _ = net.SplitHostPort(r.RemoteAddr)
+		n.writeSigned(w, http.StatusOK, h)
 	})
 	mux.HandleFunc("POST "+JoinPath, n.serveJoin)
 	return mux
@@ -175,7 +180,10 @@ func (n *Node) discover(ctx context.Context) survey {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, p := range peers {
-		if p.RaftAddr == n.opts.AdvertiseAddr || (p.NodeName != "" && p.NodeName == n.opts.NodeName) {
+		// This node itself: by name when discovery knows names; by
+		// address only when it does not (several gateways may advertise
+		// the same address on a machine-cell interface).
+		if p.NodeName == n.opts.NodeName || (p.NodeName == "" && p.RaftAddr == n.advertise()) {
 			continue
 		}
 		wg.Add(1)
@@ -192,13 +200,43 @@ func (n *Node) discover(ctx context.Context) survey {
 			switch {
 			case err != nil:
 				s.unanswered = append(s.unanswered, p)
-			case h.NodeName != n.opts.NodeName:
+			case h.NodeName != n.opts.NodeName: // an address that reached this node is no peer
 				s.hellos = append(s.hellos, h)
 			}
 		}()
 	}
 	wg.Wait()
 	return s
+}
+
+// learnAdvertise adopts the address the peers see this node at, when
+// Options.AdvertiseLearn allows it and every peer that answered agrees on
+// one that differs from the advertised host. A leader also corrects its
+// own entry in the configuration (the others' entries come from where
+// discovery found them).
+func (n *Node) learnAdvertise(s survey) {
+	if !n.opts.AdvertiseLearn || len(s.hellos) == 0 {
+		return
+	}
+	seen := s.hellos[0].Observed
+	for _, h := range s.hellos {
+		if h.Observed != seen {
+			return // peers disagree (several networks): keep what we have
+		}
+	}
+	host, port, err := net.SplitHostPort(n.advertise())
+	if err != nil || seen == "" || seen == host {
+		return
+	}
+	addr := net.JoinHostPort(seen, port)
+	n.log.Info("peers reach this node at another address: advertising it", "was", n.advertise(), "now", addr)
+	n.stream.setAdvertise(addr)
+	n.book.learn(raft.ServerID(n.opts.NodeName), raft.ServerAddress(addr))
+	if n.raft.State() == raft.Leader {
+		if err := n.raft.AddVoter(raft.ServerID(n.opts.NodeName), raft.ServerAddress(addr), 0, applyTimeout).Error(); err != nil {
+			n.log.Warn("cannot record this node's new address", "err", err)
+		}
+	}
 }
 
 // requestJoin asks a peer that belongs to the cluster to add this node;

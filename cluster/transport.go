@@ -13,6 +13,7 @@ import (
 // NodeName), which raft.NewTCPTransport cannot do.
 type streamLayer struct {
 	net.Listener
+	mu        sync.RWMutex // guards advertise
 	advertise advertisedAddr
 	dial      func(addr string, timeout time.Duration) (net.Conn, error)
 }
@@ -45,7 +46,17 @@ func newStreamLayer(bind, advertise string, listen func(string) (net.Listener, e
 
 // Addr is the advertised address: raft writes it into the configuration
 // entries that tell the other nodes how to reach this one.
-func (s *streamLayer) Addr() net.Addr { return s.advertise }
+func (s *streamLayer) Addr() net.Addr {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.advertise
+}
+
+func (s *streamLayer) setAdvertise(addr string) {
+	s.mu.Lock()
+	s.advertise = advertisedAddr(addr)
+	s.mu.Unlock()
+}
 
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return s.dial(string(address), timeout)

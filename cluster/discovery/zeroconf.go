@@ -291,7 +291,8 @@ func (z *Zeroconf) consider(e *zeroconf.ServiceEntry, nets []*net.IPNet) {
 		}
 		return
 	}
-	host := pickAddress(e, nets)
+	local, _ := localIPs()
+	host := pickAddress(e, nets, local)
 	p := Peer{NodeName: f.NodeName, ClusterID: f.ClusterID, RaftAddr: withHost(f.RaftAddr, host), OpsAddr: withHost(f.OpsAddr, host)}
 	if strings.HasPrefix(p.RaftAddr, ":") {
 		return // no usable address in the answer; the next round may bring one
@@ -317,15 +318,23 @@ func (z *Zeroconf) consider(e *zeroconf.ServiceEntry, nets []*net.IPNet) {
 
 // pickAddress returns the entry's IPv4 address in one of this node's
 // subnets, else its first IPv4 address, else its first global IPv6
-// address, else "".
-func pickAddress(e *zeroconf.ServiceEntry, nets []*net.IPNet) string {
+// address, else "". An address this node holds itself (local) is never
+// the peer's: gateways cloned with the same machine-cell address announce
+// it too, and it would lead back here.
+func pickAddress(e *zeroconf.ServiceEntry, nets []*net.IPNet, local []net.IP) string {
+	var v4 []net.IP
 	for _, ip := range e.AddrIPv4 {
+		if !containsIP(local, ip) {
+			v4 = append(v4, ip)
+		}
+	}
+	for _, ip := range v4 {
 		if slices.ContainsFunc(nets, func(n *net.IPNet) bool { return n.Contains(ip) }) {
 			return ip.String()
 		}
 	}
-	if len(e.AddrIPv4) > 0 {
-		return e.AddrIPv4[0].String()
+	if len(v4) > 0 {
+		return v4[0].String()
 	}
 	for _, ip := range e.AddrIPv6 {
 		if ip.IsGlobalUnicast() {
