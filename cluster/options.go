@@ -23,8 +23,8 @@ type Options struct {
 	// for a host that was not set explicitly, on a gateway with several
 	// network interfaces.
 	AdvertiseLearn bool
-	OpsAddr       string // host:port of this node's operations endpoint, as peers reach it
-	PeerOpsPort   int    // operations port of the peers, for addresses discovery gives without one
+	OpsAddr        string // host:port of this node's operations endpoint, as peers reach it
+	PeerOpsPort    int    // operations port of the peers, for addresses discovery gives without one
 
 	DataDir string // Raft log, stable state and snapshots
 

@@ -318,15 +318,19 @@ func (z *Zeroconf) consider(e *zeroconf.ServiceEntry, nets []*net.IPNet) {
 
 // pickAddress returns the entry's IPv4 address in one of this node's
 // subnets, else its first IPv4 address, else its first global IPv6
-// address, else "". An address this node holds itself (local) is never
-// the peer's: gateways cloned with the same machine-cell address announce
-// it too, and it would lead back here.
+// address, else "". An address this node holds itself (local) is chosen
+// only when the peer has no other: gateways cloned with the same
+// machine-cell address announce it too, and it would lead back here,
+// while a peer on this very host (tests, demos) has only local ones.
 func pickAddress(e *zeroconf.ServiceEntry, nets []*net.IPNet, local []net.IP) string {
 	var v4 []net.IP
 	for _, ip := range e.AddrIPv4 {
 		if !containsIP(local, ip) {
 			v4 = append(v4, ip)
 		}
+	}
+	if len(v4) == 0 {
+		v4 = e.AddrIPv4
 	}
 	for _, ip := range v4 {
 		if slices.ContainsFunc(nets, func(n *net.IPNet) bool { return n.Contains(ip) }) {
