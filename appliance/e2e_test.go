@@ -262,3 +262,12 @@ func waitListening(t *testing.T, r io.Reader, want int) {
 	}
 	t.Fatal("node exited before listening")
 }
+
+// TestMain removes the gantry binary built for the tests, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}

@@ -70,6 +70,9 @@ func (w *raftLogWriter) Write(p []byte) (int, error) {
 			level = slog.LevelDebug
 		}
 	}
+	if strings.HasPrefix(msg, "raft: heartbeat timeout reached, starting election") {
+		level = slog.LevelInfo // how every election starts, a new cluster's first included
+	}
 	key := msg
 	if i := bytes.IndexByte([]byte(msg), ':'); i > 0 && i+1 < len(msg) {
 		// "raft: failed to heartbeat to: peer=..." → one key per message kind.
