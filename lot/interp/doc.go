@@ -94,7 +94,9 @@
 // call. Options.Random must be safe for concurrent use.
 //
 // Payloads in an Event and values returned by Host.Topics are read without
-// copying: they must not be modified while a run uses them, which broker
-// messages and the topic cache already guarantee. Payloads handed to
-// Effects are new slices.
+// copying, and strings computed from them (a TOPIC POSITION, a FILTER
+// match, a topic handed to Effects) may share their memory after the run:
+// they must never be modified, which the broker's messages and the topic
+// cache already guarantee for their whole life. Payloads handed to Effects
+// are new slices.
 package interp

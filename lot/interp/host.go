@@ -72,7 +72,8 @@ type Host struct {
 // Event is what started a run: the message of ON TOPIC and ON CHANGE (or
 // the one -runAction simulates), or the client session of ON CONNECT, ON
 // DISCONNECT and ON SUBSCRIBE. Timers and ON START leave it zero. Payload
-// is read without copying and must not be modified during the run.
+// is read without copying and must never be modified (see the package
+// documentation).
 type Event struct {
 	Topic   string // the concrete topic of the message; "" without one
 	Payload []byte

@@ -2,6 +2,7 @@ package interp
 
 import (
 	"regexp"
+	"strings"
 	"sync/atomic"
 )
 
@@ -26,6 +27,7 @@ func (c *regexCache) get(src string, maxBytes int) (*regexp.Regexp, error) {
 	if e := c.last.Load(); e != nil && e.src == src {
 		return e.re, e.err
 	}
+	src = strings.Clone(src) // the cache outlives the run that computed src
 	re, err := compileRegex(src, maxBytes)
 	c.last.Store(&regexEntry{src: src, re: re, err: err})
 	return re, err
