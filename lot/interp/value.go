@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"strings"
@@ -141,14 +142,20 @@ func (v Value) Payload() []byte {
 }
 
 // appendFloat writes f in its shortest form: no exponent between 1e-6 and
-// 1e21 (21.5, not 2.15e1), an integral value without a decimal point (15,
+// 1e21 (21.5, not 2.15e1), a short one outside (1e+21, 1e-7), an integral value without a decimal point (15,
 // not 15.0), negative zero as 0.
 func appendFloat(dst []byte, f float64) []byte {
 	if f == 0 {
 		return append(dst, '0')
 	}
 	if a := math.Abs(f); a >= 1e21 || a < 1e-6 {
-		return strconv.AppendFloat(dst, f, 'g', -1, 64)
+		n := len(dst)
+		dst = strconv.AppendFloat(dst, f, 'g', -1, 64)
+		// 1e-07 becomes 1e-7, as JavaScript writes it
+		if e := bytes.IndexByte(dst[n:], 'e'); e >= 0 && len(dst) > n+e+3 && dst[n+e+2] == '0' {
+			dst = append(dst[:n+e+2], dst[n+e+3:]...)
+		}
+		return dst
 	}
 	return strconv.AppendFloat(dst, f, 'f', -1, 64)
 }
