@@ -19,6 +19,7 @@ import (
 	"gantry/broker/auth"
 	"gantry/broker/store"
 	"gantry/cluster"
+	"gantry/lot/runtime"
 )
 
 // Version is the build's version, set with -ldflags at release time.
@@ -36,6 +37,8 @@ type Node struct {
 	throttle *auth.Throttle
 	store    *store.Store // nil without durability
 
+	// LoT runs the deployed LoT definitions and decides access.
+	LoT *runtime.Engine
 	// Cluster is the control plane; nil when clustering is off, and then
 	// clusterOff says why when it was asked for.
 	Cluster    *cluster.Node
@@ -75,7 +78,9 @@ func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, erro
 	n.throttle = auth.NewThrottle()
 	n.authn = auth.NewAuthenticator(users, n.throttle, log)
 	b.SetAuthenticator(n.authn)
-	b.SetAuthorizer(auth.NewRules(users))
+	if err := n.openLoT(); err != nil {
+		return nil, err
+	}
 	if cfg.Durability.Enabled {
 		if err := n.openDurability(); err != nil {
 			return nil, err
@@ -130,6 +135,9 @@ func brokerOptions(cfg *config.Config, log *slog.Logger) broker.Options {
 // cannot be bound stops start-up with an error naming it.
 func (n *Node) Start() error {
 	n.started = time.Now()
+	if err := n.LoT.Start(); err != nil {
+		return err
+	}
 	m := &n.cfg.Mqtt
 	lc := broker.ListenerConfig{AllowAnonymous: m.AllowAnonymous, AnonymousLoopbackOnly: m.AnonymousLoopbackOnly,
 		MaxConnections: m.MaxConnectionsPerListener}
@@ -277,6 +285,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	for _, s := range https {
 		s.Shutdown(ctx)
 	}
+	n.LoT.Stop()
 	cerr := n.shutdownCluster(ctx)
 	err := n.Broker.Shutdown(ctx)
 	if err == nil {

@@ -50,6 +50,10 @@ type Message struct {
 	Origin   Origin
 	ClientID string // publisher's client identifier (no-local); node name for peers
 	Username string // publisher's user name, "" if anonymous or not a client
+	// Hops counts the LoT actions that led to this message: 0 for a
+	// client's, n+1 for one an action published while handling a message
+	// of n hops. The broker only carries it; LoT stops a chain at its limit.
+	Hops uint8
 }
 
 // NewMessage builds a message from a decoded PUBLISH, copying topic and

@@ -134,6 +134,20 @@ func (s *Server) AddObserver(o Observer) { s.observers = append(s.observers, o) 
 // Stats returns the live counters.
 func (s *Server) Stats() *Stats { return &s.stats }
 
+// Retained returns the retained message of topic (a topic name, not a
+// filter), or false. The message must not be modified.
+func (s *Server) Retained(topic string) (*Message, bool) {
+	var found *Message
+	s.retained.Match(topic, func(m *Message) bool {
+		if m.Topic == topic {
+			found = m
+			return false
+		}
+		return true
+	})
+	return found, found != nil
+}
+
 // RetainedCount returns the number of retained messages.
 func (s *Server) RetainedCount() int { return s.retained.Len() }
 

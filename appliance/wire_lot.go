@@ -1,0 +1,68 @@
+package appliance
+
+import (
+	"context"
+	"path/filepath"
+
+	"gantry/broker/auth"
+	"gantry/lot/command"
+	"gantry/lot/defs"
+	"gantry/lot/rules"
+	"gantry/lot/runtime"
+)
+
+// Files of LoT under the data directory.
+const (
+	lotDir     = "lot"          // the definitions store
+	lotEnvFile = "lot-env.json" // values of -setEnv and -setSecret (mode 0600)
+)
+
+// openLoT opens the definitions store and builds the LoT engine, which
+// then decides access (its built-in rules include what broker/auth's do)
+// and sees client events.
+func (n *Node) openLoT() error {
+	store, err := defs.OpenLocal(filepath.Join(n.cfg.DataDir, lotDir), nil)
+	if err != nil {
+		return err
+	}
+	for _, p := range store.Problems() {
+		n.log.Error("LoT definition skipped", "component", "lot", "err", p)
+	}
+	eng, err := runtime.New(runtime.Options{
+		Broker: n.Broker, Store: store, Users: lotUsers{n.Users},
+		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), SeedRules: true, Logger: n.log,
+		Handlers: command.Handlers{Users: lotUsers{n.Users}},
+	})
+	if err != nil {
+		return err
+	}
+	n.LoT = eng
+	n.Broker.SetAuthenticator(eng.Authenticator(n.authn))
+	n.Broker.SetAuthorizer(eng.Authorizer())
+	n.Broker.AddObserver(eng)
+	return nil
+}
+
+// lotUsers shows the user store to LoT: for the access rules, and for the
+// user commands of $SYS/Coreflux/Command.
+type lotUsers struct{ s *auth.Store }
+
+func (u lotUsers) RuleUser(name string) (rules.User, bool) {
+	usr, ok := u.s.Lookup(name)
+	if !ok {
+		return rules.User{}, false
+	}
+	return rules.User{Name: usr.Name, Admin: usr.Admin}, true
+}
+
+func (u lotUsers) AddUser(_ context.Context, _ command.Caller, name, password string) error {
+	return u.s.Add(name, password, false)
+}
+
+func (u lotUsers) RemoveUser(_ context.Context, _ command.Caller, name string) error {
+	return u.s.Remove(name)
+}
+
+func (u lotUsers) ChangePassword(_ context.Context, _ command.Caller, name, password string) error {
+	return u.s.SetPassword(name, password)
+}

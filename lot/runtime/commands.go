@@ -1,0 +1,256 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gantry/broker"
+	"gantry/lot/command"
+	"gantry/lot/defs"
+	"gantry/lot/interp"
+	"gantry/lot/rules"
+	"gantry/lot/syntax"
+)
+
+// maxProjectFiles bounds the .lot files of one -loadProject.
+const maxProjectFiles = 1000
+
+// onCommand handles a message on $SYS/Coreflux/Command (the broker lets
+// only those the rules allow publish there) and publishes the reply.
+func (e *Engine) onCommand(m *broker.Message) {
+	if m.Retain || m.Origin == broker.OriginPeer {
+		return
+	}
+	c := command.Caller{User: m.Username, ClientID: m.ClientID}
+	r, ok := e.disp.Handle(e.ctx, c, m.Payload)
+	if !ok {
+		return
+	}
+	e.cmd.PublishMessage(&broker.Message{Topic: command.OutputTopic, Payload: r.Encode(), Origin: broker.OriginBroker,
+		ClientID: commandClientID})
+}
+
+// parseSource parses the source of -add* into exactly one definition of
+// kind.
+func parseSource(kind defs.Kind, source string) (syntax.Def, error) {
+	f, err := syntax.Parse("", source)
+	if err != nil {
+		return nil, positioned(err)
+	}
+	if len(f.Defs) != 1 {
+		return nil, fmt.Errorf("the source holds %d definitions; send one %s at a time, or use -loadProject", len(f.Defs), kind)
+	}
+	d := f.Defs[0]
+	if k, ok := kindOf(d.Header().Kind); !ok || k != kind {
+		return nil, fmt.Errorf("the source defines a %s, not a %s", strings.ToLower(d.Header().Kind.String()), kind)
+	}
+	return d, nil
+}
+
+// positioned gives syntax errors the Position method of command replies.
+func positioned(err error) error {
+	var list syntax.ErrorList
+	if !errors.As(err, &list) {
+		return err
+	}
+	errs := make([]error, len(list))
+	for i, e := range list {
+		errs[i] = diagErrorOf(e)
+	}
+	return errors.Join(errs...)
+}
+
+type syntaxError struct{ e *syntax.Error }
+
+func diagErrorOf(e *syntax.Error) error            { return syntaxError{e} }
+func (s syntaxError) Error() string                { return s.e.Error() }
+func (s syntaxError) Position() (line, column int) { return s.e.Pos.Line, s.e.Pos.Col }
+func (s syntaxError) Suggestions() []string {
+	if s.e.Hint == "" {
+		return nil
+	}
+	return []string{s.e.Hint}
+}
+
+// apply checks that the store's definitions with c applied still build,
+// then applies c. A change that does not build changes nothing.
+func (e *Engine) apply(ctx context.Context, c defs.Change) (defs.Applied, error) {
+	if _, err := build(withChange(e.o.Store.List(""), c), e.o.Interp); err != nil {
+		return defs.Applied{}, err
+	}
+	return e.o.Store.Apply(ctx, c)
+}
+
+// withChange returns list as it would be after c.
+func withChange(list []defs.Definition, c defs.Change) []defs.Definition {
+	out := slices.DeleteFunc(slices.Clone(list), func(d defs.Definition) bool {
+		for _, del := range c.Deletes {
+			if d.Kind == del.Kind && (del.Name == "" || del.Name == d.Name) {
+				return true
+			}
+		}
+		for _, p := range c.Puts {
+			if d.Kind == p.Kind && d.Name == p.Name {
+				return true
+			}
+		}
+		return false
+	})
+	for _, p := range c.Puts {
+		out = append(out, defs.Definition{Kind: p.Kind, Name: p.Name, Source: p.Source})
+	}
+	return out
+}
+
+// Add implements command.Entities.
+func (e *Engine) Add(ctx context.Context, _ command.Caller, kind defs.Kind, source string) (string, error) {
+	d, err := parseSource(kind, source)
+	if err != nil {
+		return "", err
+	}
+	h := d.Header()
+	_, err = e.apply(ctx, defs.Change{Puts: []defs.Put{{Kind: kind, Name: h.Name, Source: h.Text}}})
+	return h.Name, err
+}
+
+// Remove implements command.Entities.
+func (e *Engine) Remove(ctx context.Context, _ command.Caller, kind defs.Kind, name string) error {
+	if _, ok := e.o.Store.Get(kind, name); !ok {
+		return fmt.Errorf("%w: %s %q", command.ErrNotFound, kind, name)
+	}
+	_, err := e.apply(ctx, defs.Change{Deletes: []defs.Delete{{Kind: kind, Name: name}}})
+	return err
+}
+
+// RemoveAll implements command.Entities.
+func (e *Engine) RemoveAll(ctx context.Context, _ command.Caller, kind defs.Kind) (int, error) {
+	n := len(e.o.Store.List(kind))
+	if n == 0 {
+		return 0, nil
+	}
+	_, err := e.apply(ctx, defs.Change{Deletes: []defs.Delete{{Kind: kind}}})
+	return n, err
+}
+
+// RunAction implements command.Runner: a callable action gets the JSON
+// object's members as INPUTs and answers its OUTPUTs; another action runs
+// with the input as PAYLOAD.
+func (e *Engine) RunAction(ctx context.Context, _ command.Caller, name string, input json.RawMessage) (any, error) {
+	d := e.dep.Load()
+	a := d.actions[name]
+	if a == nil {
+		return nil, fmt.Errorf("%w: action %q", command.ErrNotFound, name)
+	}
+	if a.def.Trigger != nil {
+		return nil, e.runAction(a, &interp.Event{Payload: input}, 0)
+	}
+	inputs := map[string]interp.Value{}
+	if len(input) > 0 {
+		v, err := interp.ParseJSON(input)
+		if err != nil {
+			return nil, fmt.Errorf("input of %s: %w", name, err)
+		}
+		keys, vals, ok := interp.Members(v)
+		if !ok {
+			return nil, fmt.Errorf("input of %s: want a JSON object of INPUT values", name)
+		}
+		for i, k := range keys {
+			inputs[k] = vals[i]
+		}
+	}
+	fx := newEffects(e, nil)
+	out, err := a.prog.Call(&interp.Host{Effects: fx, Topics: fx, Env: e.env, Callables: d, Models: d}, inputs)
+	if ferr := e.flush(fx, 0); err == nil {
+		err = ferr
+	}
+	e.reportRun(name, err)
+	if err != nil {
+		return nil, err
+	}
+	res := map[string]string{}
+	for k, v := range out {
+		res[k] = v.Text()
+	}
+	return res, nil
+}
+
+// SetEnv implements command.Environment.
+func (e *Engine) SetEnv(_ context.Context, _ command.Caller, name, value string) error {
+	return e.env.SetEnv(name, value, false)
+}
+
+// SetSecret implements command.Environment.
+func (e *Engine) SetSecret(_ context.Context, _ command.Caller, name, value string) error {
+	return e.env.SetEnv(name, value, true)
+}
+
+// LoadProject implements command.Projects: every .lot file under dir,
+// as one change.
+func (e *Engine) LoadProject(ctx context.Context, _ command.Caller, dir string) (any, error) {
+	var puts []defs.Put
+	var files int
+	err := filepath.WalkDir(dir, func(path string, de os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if de.IsDir() || !strings.EqualFold(filepath.Ext(path), ".lot") {
+			return nil
+		}
+		if files++; files > maxProjectFiles {
+			return fmt.Errorf("more than %d .lot files", maxProjectFiles)
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		f, err := syntax.Parse(path, string(src))
+		if err != nil {
+			return positioned(err)
+		}
+		for _, d := range f.Defs {
+			k, ok := kindOf(d.Header().Kind)
+			if !ok {
+				return fmt.Errorf("%s: DEFINE %s is not supported", path, d.Header().Kind)
+			}
+			puts = append(puts, defs.Put{Kind: k, Name: d.Header().Name, Source: d.Header().Text})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(puts) == 0 {
+		return nil, fmt.Errorf("no definitions in the .lot files of %s", dir)
+	}
+	applied, err := e.apply(ctx, defs.Change{Puts: puts})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"files": files, "definitions": len(puts), "version": applied.Version}, nil
+}
+
+// ListEntities implements command.Projects.
+func (e *Engine) ListEntities(context.Context, command.Caller) (any, error) {
+	out := map[string][]string{"actions": {}, "models": {}, "rules": {}, "connectors": {}}
+	for _, d := range e.o.Store.List("") {
+		key := string(d.Kind) + "s"
+		out[key] = append(out[key], d.Name)
+	}
+	return out, nil
+}
+
+// seedRules stores the rules a new broker starts with.
+func (e *Engine) seedRules() error {
+	var puts []defs.Put
+	for _, r := range rules.Seeds() {
+		puts = append(puts, defs.Put{Kind: defs.Rule, Name: r.Name, Source: r.Source})
+	}
+	_, err := e.apply(e.ctx, defs.Change{Puts: puts})
+	return err
+}

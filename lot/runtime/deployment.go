@@ -1,0 +1,277 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"gantry/lot/check"
+	"gantry/lot/defs"
+	"gantry/lot/interp"
+	"gantry/lot/rules"
+	"gantry/lot/schedule"
+	"gantry/lot/syntax"
+)
+
+// deployment is the compiled form of every stored definition. It is
+// immutable once built: a change builds a new one.
+type deployment struct {
+	defs      []defs.Definition
+	actions   map[string]*action
+	models    map[string]*interp.Model
+	onMessage []*action    // ON TOPIC and ON CHANGE
+	onSession [3][]*action // ON CONNECT, ON DISCONNECT, ON SUBSCRIBE
+	triggered []*interp.Model
+	rules     *rules.Set
+	parsed    map[defKey]syntax.Def
+}
+
+type defKey struct {
+	kind defs.Kind
+	name string
+}
+
+// action is one compiled action.
+type action struct {
+	name   string
+	def    *syntax.Action
+	prog   *interp.Program
+	filter string         // ON TOPIC / ON CHANGE / ON SUBSCRIBE filter; "" for every subscription
+	timer  *schedule.Spec // ON EVERY, ON EVERY ... AT, ON TIMESTAMP
+	source string
+}
+
+// Callable implements interp.Callables.
+func (d *deployment) Callable(name string) (*interp.Program, bool) {
+	a, ok := d.actions[name]
+	if !ok || a.def.Trigger != nil {
+		return nil, false
+	}
+	return a.prog, true
+}
+
+// Model implements interp.Models.
+func (d *deployment) Model(name string) (*interp.Model, bool) {
+	m, ok := d.models[name]
+	return m, ok
+}
+
+// sessionIndex maps a session trigger to its slot in onSession.
+func sessionIndex(k syntax.TriggerKind) int {
+	switch k {
+	case syntax.TriggerConnect:
+		return 0
+	case syntax.TriggerDisconnect:
+		return 1
+	}
+	return 2
+}
+
+// kindOf maps a parsed definition's kind to the store's.
+func kindOf(k syntax.DefKind) (defs.Kind, bool) {
+	switch k {
+	case syntax.KindAction:
+		return defs.Action, true
+	case syntax.KindModel:
+		return defs.Model, true
+	case syntax.KindRule:
+		return defs.Rule, true
+	case syntax.KindConnector:
+		return defs.Connector, true
+	}
+	return "", false
+}
+
+// parseOne parses the stored source of one definition.
+func parseOne(d defs.Definition) (syntax.Def, error) {
+	f, err := syntax.Parse(d.Name, d.Source)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.Defs) != 1 {
+		return nil, fmt.Errorf("%s %q: the source holds %d definitions, want 1", d.Kind, d.Name, len(f.Defs))
+	}
+	return f.Defs[0], nil
+}
+
+// build compiles a set of definitions into a deployment. It checks them
+// against each other (lot/check) and reports every problem; a deployment
+// is returned only when there is none.
+func build(list []defs.Definition, iopts *interp.Options) (*deployment, error) {
+	d := &deployment{defs: list, actions: map[string]*action{}, models: map[string]*interp.Model{},
+		parsed: map[defKey]syntax.Def{}}
+	var errs []error
+	env := check.Deployed{Callables: map[string]check.Callable{}, Models: map[string]check.Model{}}
+	for _, def := range list {
+		pd, err := parseOne(def)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d.parsed[defKey{def.Kind, def.Name}] = pd
+		if a, ok := pd.(*syntax.Action); ok {
+			if c, ok := check.CallableOf(a); ok {
+				env.Callables[a.Name] = c
+			}
+		}
+	}
+	describeModels(d.parsed, env.Models)
+	for _, def := range list {
+		pd := d.parsed[defKey{def.Kind, def.Name}]
+		if pd == nil {
+			continue
+		}
+		f := &syntax.File{Name: def.Name, Src: def.Source, Defs: []syntax.Def{pd}}
+		for _, diag := range check.Check(f, env) {
+			if diag.Severity == check.Error {
+				errs = append(errs, diagError{diag})
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	errs = append(errs, d.compileModels(list, iopts)...)
+	for _, def := range list {
+		if a, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Action); ok {
+			if err := d.addAction(a, def.Source, iopts); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	set, err := compileRules(list, d.parsed)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	d.rules = set
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return d, nil
+}
+
+// describeModels fills what the checker needs of every model, parents
+// first (a FROM chain is resolved however the list is ordered).
+func describeModels(parsed map[defKey]syntax.Def, out map[string]check.Model) {
+	models := map[string]*syntax.Model{}
+	for _, pd := range parsed {
+		if m, ok := pd.(*syntax.Model); ok {
+			models[m.Name] = m
+		}
+	}
+	var describe func(name string, depth int) check.Model
+	describe = func(name string, depth int) check.Model {
+		if cm, ok := out[name]; ok {
+			return cm
+		}
+		m := models[name]
+		if m == nil || depth > 32 {
+			return check.Model{}
+		}
+		parent := check.Model{}
+		if m.From != "" {
+			parent = describe(m.From, depth+1)
+		}
+		out[name] = check.ModelOf(m, parent)
+		return out[name]
+	}
+	for name := range models {
+		describe(name, 0)
+	}
+}
+
+// compileModels compiles the models, each after its FROM parent.
+func (d *deployment) compileModels(list []defs.Definition, iopts *interp.Options) []error {
+	pending := map[string]*syntax.Model{}
+	for _, def := range list {
+		if m, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Model); ok {
+			pending[m.Name] = m
+		}
+	}
+	var errs []error
+	for len(pending) > 0 {
+		progress := false
+		for name, m := range pending {
+			if m.From != "" && pending[m.From] != nil {
+				continue // parent first
+			}
+			delete(pending, name)
+			progress = true
+			cm, err := interp.CompileModel(m, d, iopts)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			d.models[name] = cm
+			if len(cm.Triggers()) > 0 {
+				d.triggered = append(d.triggered, cm)
+			}
+		}
+		if !progress {
+			for name := range pending {
+				errs = append(errs, fmt.Errorf("model %q: its FROM chain is a cycle", name))
+			}
+			break
+		}
+	}
+	return errs
+}
+
+// addAction compiles an action and files it under its trigger.
+func (d *deployment) addAction(a *syntax.Action, source string, iopts *interp.Options) error {
+	prog, err := interp.Compile(a, iopts)
+	if err != nil {
+		return err
+	}
+	ac := &action{name: a.Name, def: a, prog: prog, source: source}
+	d.actions[a.Name] = ac
+	t := a.Trigger
+	if t == nil {
+		return nil
+	}
+	if t.Topic != nil {
+		lit, ok := t.Topic.(*syntax.StringLit)
+		if !ok {
+			return fmt.Errorf("action %q: the %s topic must be a constant string", a.Name, t.Kind)
+		}
+		ac.filter = lit.Value
+	}
+	switch t.Kind {
+	case syntax.TriggerTopic, syntax.TriggerChange:
+		d.onMessage = append(d.onMessage, ac)
+	case syntax.TriggerConnect, syntax.TriggerDisconnect, syntax.TriggerSubscribe:
+		i := sessionIndex(t.Kind)
+		d.onSession[i] = append(d.onSession[i], ac)
+	case syntax.TriggerEvery, syntax.TriggerDaily, syntax.TriggerTimestamp:
+		spec, err := timerSpec(t)
+		if err != nil {
+			return fmt.Errorf("action %q: %w", a.Name, err)
+		}
+		ac.timer = &spec
+	}
+	return nil
+}
+
+// timerSpec turns a timer trigger into a schedule.
+func timerSpec(t *syntax.Trigger) (schedule.Spec, error) {
+	switch t.Kind {
+	case syntax.TriggerEvery:
+		return schedule.ParseEvery(t.Count, strings.ToLower(t.Unit.String()))
+	case syntax.TriggerDaily:
+		return schedule.ParseWeekly(t.Day, t.At)
+	}
+	return schedule.ParseTimestamp(t.At)
+}
+
+// diagError makes a checker diagnostic a positioned error for command
+// replies.
+type diagError struct{ d check.Diagnostic }
+
+func (e diagError) Error() string                { return e.d.Error() }
+func (e diagError) Position() (line, column int) { return e.d.Pos.Line, e.d.Pos.Col }
+func (e diagError) Suggestions() []string {
+	if e.d.Hint == "" {
+		return nil
+	}
+	return []string{e.d.Hint}
+}

@@ -1,0 +1,191 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"gantry/broker"
+	"gantry/lot/command"
+	"gantry/lot/defs"
+	"gantry/lot/interp"
+	"gantry/lot/rules"
+	"gantry/lot/schedule"
+	"gantry/lot/topiccache"
+)
+
+// In-process client identifiers of the engine (reserved: a network client
+// using one is refused).
+const (
+	triggerClientID = "$lot"
+	commandClientID = "$lot-command"
+)
+
+// DefaultHopLimit bounds a chain of actions triggering each other.
+const DefaultHopLimit = 8
+
+// eventQueue bounds the client events waiting for the event goroutine.
+const eventQueue = 4096
+
+// Users tells the engine who a user is, for the access rules.
+type Users interface {
+	RuleUser(name string) (rules.User, bool)
+}
+
+// Options configure an Engine.
+type Options struct {
+	Broker *broker.Server
+	Store  defs.Store
+	Users  Users // nil: every user is an ordinary one without flags
+	// EnvFile keeps the values of -setEnv and -setSecret; "" keeps them in
+	// memory only.
+	EnvFile string
+	// HopLimit bounds action chains (0: DefaultHopLimit).
+	HopLimit int
+	// SeedRules puts the three seed rules (everyone may connect, publish
+	// and subscribe) into an empty store at Start, as a new broker has.
+	SeedRules bool
+	Clock     schedule.Clock  // nil: the real clock
+	Interp    *interp.Options // nil: interpreter defaults
+	Cache     *topiccache.Options
+	Logger    *slog.Logger
+	// Handlers completes the command interface with what the engine does
+	// not own (users); the engine fills in Entities, Runner, Environment
+	// and Projects.
+	Handlers command.Handlers
+}
+
+// Stats are the engine's counters.
+type Stats struct {
+	Runs          atomic.Uint64 // action runs started
+	Errors        atomic.Uint64 // runs that ended with an error
+	Loops         atomic.Uint64 // publishes refused at the hop limit
+	EventsDropped atomic.Uint64 // client events dropped on a full queue
+}
+
+// Engine runs the deployed LoT of one node.
+type Engine struct {
+	o     Options
+	log   *slog.Logger
+	cache *topiccache.Cache
+	rules *rules.Engine
+	sched *schedule.Scheduler
+	env   *envStore
+	disp  *command.Dispatcher
+	stats Stats
+
+	dep atomic.Pointer[deployment]
+
+	trig   *broker.Client // '#': triggers and the cache; publishes as LoT
+	cmd    *broker.Client // the command topic
+	events chan broker.Event
+
+	mu       sync.Mutex        // guards timers, errored
+	timers   map[string]string // action with a timer → its schedule, as text
+	errored  map[string]bool   // actions with a retained error published
+	unwatch  func()
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New builds an engine; Start runs it.
+func New(o Options) (*Engine, error) {
+	if o.Broker == nil || o.Store == nil {
+		return nil, errors.New("runtime: Broker and Store are required")
+	}
+	if o.HopLimit == 0 {
+		o.HopLimit = DefaultHopLimit
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]bool{},
+		events: make(chan broker.Event, eventQueue)}
+	var err error
+	if e.cache, err = topiccache.New(o.Cache); err != nil {
+		return nil, err
+	}
+	if e.sched, err = schedule.New(&schedule.Options{Clock: o.Clock, Logger: log}); err != nil {
+		return nil, err
+	}
+	if e.env, err = openEnv(o.EnvFile); err != nil {
+		return nil, err
+	}
+	set, err := rules.Compile(rules.Builtins(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: built-in rules: %w", err)
+	}
+	e.rules = rules.NewEngine(set)
+	e.dep.Store(&deployment{})
+	h := o.Handlers
+	h.Entities, h.Runner, h.Environment, h.Projects = e, e, e, e
+	if h.Authorizer == nil {
+		h.Authorizer = commandAuthorizer{e}
+	}
+	e.disp = command.NewDispatcher(h, log)
+	return e, nil
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+// Cache is the topic cache GET TOPIC reads.
+func (e *Engine) Cache() *topiccache.Cache { return e.cache }
+
+// Start installs what the store holds (running ON START actions), seeds
+// the rules of a new broker, and starts listening for messages, commands
+// and client events.
+func (e *Engine) Start() error {
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.trig = e.o.Broker.NewClient(triggerClientID, broker.OriginLoT, e.onMessage)
+	e.cmd = e.o.Broker.NewClient(commandClientID, broker.OriginBroker, e.onCommand)
+	if err := e.trig.Subscribe("#", 0); err != nil {
+		return fmt.Errorf("runtime: subscribe: %w", err)
+	}
+	snapshot, version, cancel := e.o.Store.Watch(e.onApplied)
+	e.unwatch = cancel
+	e.install(snapshot, nil)
+	e.log.Info("LoT definitions loaded", "definitions", len(snapshot), "version", version)
+	if e.o.SeedRules && version == 0 && len(snapshot) == 0 {
+		if err := e.seedRules(); err != nil {
+			e.log.Error("cannot store the seed rules", "err", err)
+		}
+	}
+	if err := e.cmd.Subscribe(command.CommandTopic, 0); err != nil {
+		return fmt.Errorf("runtime: subscribe to %s: %w", command.CommandTopic, err)
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.runEvents(e.ctx)
+	}()
+	return nil
+}
+
+// Stop stops timers, event handling and the in-process clients.
+func (e *Engine) Stop() {
+	e.stopOnce.Do(func() {
+		if e.cancel == nil {
+			return
+		}
+		e.cancel()
+		if e.unwatch != nil {
+			e.unwatch()
+		}
+		e.sched.Stop()
+		if e.trig != nil {
+			e.trig.Close()
+		}
+		if e.cmd != nil {
+			e.cmd.Close()
+		}
+		e.wg.Wait()
+	})
+}

@@ -1,0 +1,198 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+	"gantry/lot/command"
+	"gantry/lot/defs"
+	"gantry/lot/rules"
+	"gantry/lot/syntax"
+)
+
+// compileRules compiles the built-in rules with every stored DEFINE RULE.
+func compileRules(list []defs.Definition, parsed map[defKey]syntax.Def) (*rules.Set, error) {
+	rs := rules.Builtins()
+	for _, def := range list {
+		r, ok := parsed[defKey{def.Kind, def.Name}].(*syntax.Rule)
+		if !ok {
+			continue
+		}
+		rr, err := convertRule(r)
+		if err != nil {
+			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+		rr.Source = def.Source
+		rs = append(rs, rr)
+	}
+	return rules.Compile(rs, nil)
+}
+
+// convertRule turns a parsed DEFINE RULE into the decision engine's form.
+func convertRule(r *syntax.Rule) (rules.Rule, error) {
+	scope, err := rules.ParseScope(r.Scope)
+	if err != nil {
+		return rules.Rule{}, err
+	}
+	out := rules.Rule{Name: r.Name, Priority: r.Priority, Scope: scope, Then: effectOf(r.Then), Else: effectOf(r.Else)}
+	if r.Topic != nil {
+		out.TopicFilter = r.Topic.Value
+	}
+	if r.Cond != nil {
+		c, err := convertCond(r.Cond)
+		if err != nil {
+			return rules.Rule{}, err
+		}
+		out.If = &c
+	}
+	return out, nil
+}
+
+func effectOf(e syntax.Effect) rules.Effect {
+	switch e {
+	case syntax.Allow:
+		return rules.Allow
+	case syntax.Deny:
+		return rules.Deny
+	}
+	return rules.NoEffect
+}
+
+// convertCond turns a rule condition expression into a rules.Cond.
+func convertCond(x syntax.Expr) (rules.Cond, error) {
+	switch x := x.(type) {
+	case *syntax.UnaryExpr:
+		if x.Op == syntax.OpNot {
+			c, err := convertCond(x.X)
+			return rules.Not(c), err
+		}
+	case *syntax.BinaryExpr:
+		if x.Op == syntax.OpAnd || x.Op == syntax.OpOr {
+			a, err := convertCond(x.X)
+			if err != nil {
+				return a, err
+			}
+			b, err := convertCond(x.Y)
+			if x.Op == syntax.OpAnd {
+				return rules.And(a, b), err
+			}
+			return rules.Or(a, b), err
+		}
+	case *syntax.RuleTest:
+		return convertTest(x)
+	}
+	return rules.Cond{}, fmt.Errorf("line %d: this condition is not supported in a rule", x.Pos().Line)
+}
+
+func convertTest(t *syntax.RuleTest) (rules.Cond, error) {
+	arg, pos := ruleArg(t.Arg)
+	subject, op := strings.ToUpper(t.Subject), strings.ToUpper(t.Op)
+	switch {
+	case subject == "USER" && op == "IS":
+		return rules.UserIs(arg), nil
+	case subject == "USER" && op == "HAS":
+		return rules.UserHas(arg), nil
+	case subject == "USER" && op == "IN GROUP":
+		return rules.UserInGroup(arg), nil
+	case subject == "CLIENTID" && op == "IS" && pos > 0:
+		return rules.ClientIDIsTopicPosition(pos), nil
+	case subject == "CLIENTID" && (op == "IS" || op == "MATCHES"):
+		return rules.ClientIDIs(arg), nil
+	case subject == "CLIENTID" && op == "MATCHES REGEX":
+		return rules.ClientIDMatchesRegex(arg), nil
+	case subject == "TOPIC" && op == "EXISTS":
+		return rules.TopicExists(arg), nil
+	case subject == "GET TOPIC" && op == "IS":
+		tp, _ := ruleArg(t.Topic)
+		return rules.TopicIs(tp, arg), nil
+	}
+	return rules.Cond{}, fmt.Errorf("line %d: %s %s is not supported in a rule", t.Start.Line, t.Subject, t.Op)
+}
+
+// ruleArg reads a rule test's argument: a string or word, or TOPIC
+// POSITION n (returned as pos).
+func ruleArg(x syntax.Expr) (s string, pos int) {
+	switch x := x.(type) {
+	case *syntax.StringLit:
+		return x.Value, 0
+	case *syntax.Ident:
+		return x.Name, 0
+	case *syntax.NumberLit:
+		return x.Text, 0
+	case *syntax.TopicPositionExpr:
+		if n, ok := x.Index.(*syntax.NumberLit); ok {
+			return "", int(n.Value)
+		}
+	}
+	return "", 0
+}
+
+// Authorizer returns the broker access hook that enforces the deployed
+// rules (built-in, seed and user rules).
+func (e *Engine) Authorizer() broker.Authorizer { return authorizer{e} }
+
+// Authenticator wraps next with the Connect scope of the rules: a client
+// whose credentials next accepts is refused (0x87) when the rules deny it.
+func (e *Engine) Authenticator(next broker.Authenticator) broker.Authenticator {
+	return connectGate{e, next}
+}
+
+type authorizer struct{ e *Engine }
+
+func (a authorizer) CanPublish(info *broker.ConnInfo, tp string) bool {
+	return a.e.allowed(info, rules.PublishScope(tp), tp)
+}
+
+func (a authorizer) CanSubscribe(info *broker.ConnInfo, filter string) bool {
+	return a.e.allowed(info, rules.SubscribeScope(filter), filter)
+}
+
+// errNotAuthorizedConnect refuses a CONNECT the rules deny.
+var errNotAuthorizedConnect error = packet.NotAuthorized
+
+type connectGate struct {
+	e    *Engine
+	next broker.Authenticator
+}
+
+func (g connectGate) Authenticate(info *broker.ConnInfo) error {
+	if g.next != nil {
+		if err := g.next.Authenticate(info); err != nil {
+			return err
+		}
+	}
+	if !g.e.allowed(info, rules.Connect, "") {
+		return errNotAuthorizedConnect
+	}
+	return nil
+}
+
+// allowed evaluates one request against the current rule set.
+func (e *Engine) allowed(info *broker.ConnInfo, scope rules.Scope, tp string) bool {
+	req := rules.Request{Scope: scope, Topic: tp, ClientID: info.ClientID, State: e.cache}
+	var u rules.User
+	if info.Username != "" {
+		if e.o.Users != nil {
+			if found, ok := e.o.Users.RuleUser(info.Username); ok {
+				u = found
+			}
+		}
+		u.Name = info.Username
+		req.User = &u
+	}
+	return e.rules.Allowed(&req)
+}
+
+// commandAuthorizer checks the management scopes of commands.
+type commandAuthorizer struct{ e *Engine }
+
+func (c commandAuthorizer) Allowed(_ context.Context, caller command.Caller, scope string) bool {
+	sc, err := rules.ParseScope(scope)
+	if err != nil {
+		return false
+	}
+	return c.e.allowed(&broker.ConnInfo{ClientID: caller.ClientID, Username: caller.User}, sc, "")
+}
