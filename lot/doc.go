@@ -18,8 +18,13 @@
 //     every connect, publish and subscribe.
 //   - lot/topiccache: the last-value cache that GET TOPIC reads, fed by every
 //     publish and by KEEP TOPIC.
-//   - lot/runtime (to come): the interpreter that runs actions and models and
-//     wires the packages above to the broker.
+//   - lot/interp: the interpreter: compiles actions and models from the AST
+//     and runs them against a small Host (effects, topic state, environment,
+//     callables, models), bounded in steps, loops, call depth and sizes.
+//   - lot/runtime: the engine that wires the packages above to the broker:
+//     deploys through check and compile into the store, triggers actions
+//     from messages, timers and client events, enforces the rules, and
+//     serves the command topic.
 //
 // Dependencies point one way: command, defs, schedule, rules and topiccache
 // import neither syntax nor check; command uses defs' kinds, rules and
