@@ -135,17 +135,20 @@ func (n *Node) absentAndSilent(ctx context.Context, al absentLister, addr string
 // leader may succeed where this one cannot (a one-way network fault).
 func (n *Node) resignIfStuck(s survey, members map[string]string) {
 	now := time.Now()
-	answering := map[string]bool{}
+	answering := map[string]Hello{}
 	for _, h := range s.hellos {
-		answering[h.NodeName] = true
+		answering[h.NodeName] = h
 	}
 	n.mu.Lock()
 	stuck := ""
 	for name, since := range n.adding {
+		h, ok := answering[name]
 		_, in := members[name]
 		switch {
-		case in && n.live.silentFor(name, now) == 0, !answering[name]:
-			delete(n.adding, name) // joined, or no longer a reachable candidate
+		case !ok, in && h.Member:
+			// No longer a reachable candidate, or joined: its own
+			// configuration lists it, so it took the leader's entries.
+			delete(n.adding, name)
 		case n.opts.MemberAddResign > 0 && now.Sub(since) >= n.opts.MemberAddResign:
 			stuck = name
 		}
