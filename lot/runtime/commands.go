@@ -1,7 +1,10 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +14,7 @@ import (
 	"strings"
 
 	"gantry/broker"
+	"gantry/broker/topic"
 	"gantry/lot/command"
 	"gantry/lot/defs"
 	"gantry/lot/interp"
@@ -138,46 +142,128 @@ func (e *Engine) RemoveAll(ctx context.Context, _ command.Caller, kind defs.Kind
 	return n, err
 }
 
-// RunAction implements command.Runner: a callable action gets the JSON
+// runResult is the data of a -runAction reply (LOT.md §8.4 C8).
+type runResult struct {
+	Status    string                     `json:"status"`
+	TraceID   string                     `json:"traceId"`
+	Outputs   map[string]json.RawMessage `json:"outputs,omitempty"`
+	Published []publishedJSON            `json:"published"`
+}
+
+type publishedJSON struct {
+	Topic   string `json:"topic"`
+	Payload string `json:"payload"`
+}
+
+// RunAction implements command.Runner. A callable action gets the JSON
 // object's members as INPUTs and answers its OUTPUTs; another action runs
-// with the input as PAYLOAD.
+// with the input as PAYLOAD, or, given {"topic": ..., "payload": ...}, as
+// if that message had arrived (LOT.md §4.4). The reply lists what the run
+// published.
 func (e *Engine) RunAction(ctx context.Context, _ command.Caller, name string, input json.RawMessage) (any, error) {
 	d := e.dep.Load()
 	a := d.actions[name]
 	if a == nil {
 		return nil, fmt.Errorf("%w: action %q", command.ErrNotFound, name)
 	}
+	res := &runResult{Status: "success", TraceID: newTraceID(), Published: []publishedJSON{}}
+	var ev *interp.Event
+	var inputs map[string]interp.Value
+	var err error
 	if a.def.Trigger != nil {
-		return nil, e.runAction(a, &interp.Event{Payload: input}, 0)
+		ev = simulatedEvent(input)
+	} else if inputs, err = callInputs(name, input); err != nil {
+		return nil, err
 	}
-	inputs := map[string]interp.Value{}
-	if len(input) > 0 {
-		v, err := interp.ParseJSON(input)
-		if err != nil {
-			return nil, fmt.Errorf("input of %s: %w", name, err)
-		}
-		keys, vals, ok := interp.Members(v)
-		if !ok {
-			return nil, fmt.Errorf("input of %s: want a JSON object of INPUT values", name)
-		}
-		for i, k := range keys {
-			inputs[k] = vals[i]
+	e.stats.Runs.Add(1)
+	fx := newEffects(e, ev)
+	host := &interp.Host{Effects: fx, Topics: fx, Env: e.env, Callables: d, Models: d}
+	if a.def.Trigger != nil {
+		err = a.prog.Run(host, ev)
+	} else {
+		var out map[string]interp.Value
+		if out, err = a.prog.Call(host, inputs); err == nil {
+			res.Outputs = make(map[string]json.RawMessage, len(out))
+			for k, v := range out {
+				res.Outputs[k] = valueJSON(v)
+			}
 		}
 	}
-	fx := newEffects(e, nil)
-	out, err := a.prog.Call(&interp.Host{Effects: fx, Topics: fx, Env: e.env, Callables: d, Models: d}, inputs)
-	if ferr := e.flush(fx, 0); err == nil {
-		err = ferr
+	if ferr := e.flush(fx, 0); err == nil && ferr != nil {
+		err = fmt.Errorf("action %s: %w", name, ferr)
 	}
 	e.reportRun(name, err)
 	if err != nil {
 		return nil, err
 	}
-	res := map[string]string{}
-	for k, v := range out {
-		res[k] = v.Text()
+	for _, w := range fx.frame.Writes() {
+		if !w.Keep {
+			res.Published = append(res.Published, publishedJSON{Topic: w.Topic, Payload: string(w.Payload)})
+		}
 	}
 	return res, nil
+}
+
+// callInputs reads the INPUTs of a callable from a JSON object.
+func callInputs(name string, input json.RawMessage) (map[string]interp.Value, error) {
+	inputs := map[string]interp.Value{}
+	if len(bytes.TrimSpace(input)) == 0 {
+		return inputs, nil
+	}
+	v, err := interp.ParseJSON(input)
+	if err != nil {
+		return nil, fmt.Errorf("input of %s: %w", name, err)
+	}
+	keys, vals, ok := interp.Members(v)
+	if !ok {
+		return nil, fmt.Errorf("input of %s: want a JSON object of INPUT values", name)
+	}
+	for i, k := range keys {
+		inputs[k] = vals[i]
+	}
+	return inputs, nil
+}
+
+// simulatedEvent is the message -runAction hands a triggered action:
+// {"topic": "...", "payload": ...} stands for that message (a JSON string
+// payload is its text, anything else its JSON), any other input is the
+// payload.
+func simulatedEvent(input json.RawMessage) *interp.Event {
+	var msg struct {
+		Topic   *string         `json:"topic"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if json.Unmarshal(input, &msg) != nil || msg.Topic == nil || topic.ValidateName(*msg.Topic) != nil {
+		return &interp.Event{Payload: input}
+	}
+	ev := &interp.Event{Topic: *msg.Topic, Payload: msg.Payload}
+	var text string
+	if json.Unmarshal(msg.Payload, &text) == nil {
+		ev.Payload = []byte(text)
+	}
+	return ev
+}
+
+// valueJSON encodes an OUTPUT value: numbers and booleans as such, JSON as
+// itself, EMPTY as null, anything else as a string.
+func valueJSON(v interp.Value) json.RawMessage {
+	switch v.Kind() {
+	case interp.KindEmpty, interp.KindNull:
+		return json.RawMessage("null")
+	case interp.KindInt, interp.KindFloat, interp.KindBool, interp.KindJSON:
+		if t := v.Text(); json.Valid([]byte(t)) {
+			return json.RawMessage(t)
+		}
+	}
+	b, _ := json.Marshal(v.Text())
+	return b
+}
+
+// newTraceID identifies one -runAction in its reply and in the logs.
+func newTraceID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // SetEnv implements command.Environment.

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gantry/lot/check"
@@ -19,9 +20,11 @@ type deployment struct {
 	defs      []defs.Definition
 	actions   map[string]*action
 	models    map[string]*interp.Model
-	onMessage []*action    // ON TOPIC and ON CHANGE
-	onSession [3][]*action // ON CONNECT, ON DISCONNECT, ON SUBSCRIBE
-	triggered []*interp.Model
+	onMessage []*action       // ON TOPIC and ON CHANGE
+	onChange  int             // how many of onMessage are ON CHANGE
+	onSession [3][]*action    // ON CONNECT, ON DISCONNECT, ON SUBSCRIBE
+	triggered []*interp.Model // models with AS TRIGGER fields
+	exploding []*interp.Model // models that explode JSON arriving on their topic
 	rules     *rules.Set
 	parsed    map[defKey]syntax.Def
 }
@@ -180,36 +183,44 @@ func describeModels(parsed map[defKey]syntax.Def, out map[string]check.Model) {
 	}
 }
 
-// compileModels compiles the models, each after its FROM parent.
+// compileModels compiles the models, each after its FROM parent, in the
+// order of list otherwise (so that models publish in a stable order).
 func (d *deployment) compileModels(list []defs.Definition, iopts *interp.Options) []error {
-	pending := map[string]*syntax.Model{}
+	var pending []*syntax.Model
 	for _, def := range list {
 		if m, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Model); ok {
-			pending[m.Name] = m
+			pending = append(pending, m)
 		}
 	}
+	waiting := func(name string) bool {
+		return slices.ContainsFunc(pending, func(m *syntax.Model) bool { return m != nil && m.Name == name })
+	}
 	var errs []error
-	for len(pending) > 0 {
+	for left := len(pending); left > 0; {
 		progress := false
-		for name, m := range pending {
-			if m.From != "" && pending[m.From] != nil {
-				continue // parent first
+		for i, m := range pending {
+			if m == nil || (m.From != "" && waiting(m.From)) {
+				continue // done, or parent first
 			}
-			delete(pending, name)
-			progress = true
+			pending[i], left, progress = nil, left-1, true
 			cm, err := interp.CompileModel(m, d, iopts)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			d.models[name] = cm
+			d.models[m.Name] = cm
 			if len(cm.Triggers()) > 0 {
 				d.triggered = append(d.triggered, cm)
 			}
+			if cm.Explodes() {
+				d.exploding = append(d.exploding, cm)
+			}
 		}
 		if !progress {
-			for name := range pending {
-				errs = append(errs, fmt.Errorf("model %q: its FROM chain is a cycle", name))
+			for _, m := range pending {
+				if m != nil {
+					errs = append(errs, fmt.Errorf("model %q: its FROM chain is a cycle", m.Name))
+				}
 			}
 			break
 		}
@@ -239,6 +250,9 @@ func (d *deployment) addAction(a *syntax.Action, source string, iopts *interp.Op
 	switch t.Kind {
 	case syntax.TriggerTopic, syntax.TriggerChange:
 		d.onMessage = append(d.onMessage, ac)
+		if t.Kind == syntax.TriggerChange {
+			d.onChange++
+		}
 	case syntax.TriggerConnect, syntax.TriggerDisconnect, syntax.TriggerSubscribe:
 		i := sessionIndex(t.Kind)
 		d.onSession[i] = append(d.onSession[i], ac)

@@ -64,6 +64,7 @@ type Stats struct {
 	Runs          atomic.Uint64 // action runs started
 	Errors        atomic.Uint64 // runs that ended with an error
 	Loops         atomic.Uint64 // publishes refused at the hop limit
+	Published     atomic.Uint64 // messages published by actions and models
 	EventsDropped atomic.Uint64 // client events dropped on a full queue
 }
 
@@ -84,14 +85,19 @@ type Engine struct {
 	cmd    *broker.Client // the command topic
 	events chan broker.Event
 
-	mu       sync.Mutex        // guards timers, errored
-	timers   map[string]string // action with a timer → its schedule, as text
-	errored  map[string]bool   // actions with a retained error published
-	unwatch  func()
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	// lastPayload is ON CHANGE's memory: the last payload of each concrete
+	// topic an ON CHANGE filter matched. Only the trigger goroutine uses it.
+	lastPayload map[string][]byte
+
+	mu        sync.Mutex              // guards timers, errored, described
+	timers    map[string]string       // action with a timer → its schedule, as text
+	errored   map[string]*errorRecord // actions that failed since they were deployed
+	described map[string]bool         // actions with a retained DESCRIPTION
+	unwatch   func()
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopOnce  sync.Once
 }
 
 // New builds an engine; Start runs it.
@@ -106,8 +112,8 @@ func New(o Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]bool{},
-		events: make(chan broker.Event, eventQueue)}
+	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{},
+		events: make(chan broker.Event, eventQueue), lastPayload: map[string][]byte{}}
 	var err error
 	if e.cache, err = topiccache.New(o.Cache); err != nil {
 		return nil, err

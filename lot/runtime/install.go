@@ -17,6 +17,15 @@ var sysPrefix = map[defs.Kind]string{
 	defs.Connector: "$SYS/Coreflux/Connectors/",
 }
 
+// routesPrefix mirrors $SYS/Coreflux/Connectors/ under the older name of
+// connectors (LOT.md, Gantry's decisions: the topics mirror each other).
+const routesPrefix = "$SYS/Coreflux/Routes/"
+
+// descriptionTopic holds an action's DESCRIPTION, retained.
+func descriptionTopic(action string) string {
+	return "$SYS/Coreflux/Actions/" + action + "/Description"
+}
+
 // onApplied is the store's watch callback: it runs on the applying
 // goroutine, in change order, before Apply returns.
 func (e *Engine) onApplied(a defs.Applied) {
@@ -38,20 +47,66 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 	e.reschedule(d)
 	if events == nil {
 		for _, def := range list {
-			e.publishSys(sysPrefix[def.Kind]+def.Name, []byte(def.Source))
+			e.publishSource(d, def.Kind, def.Name, def.Source)
 		}
-		e.runStart(d, nil)
-		return
 	}
 	for _, ev := range events {
-		if ev.Op == defs.Removed {
-			e.publishSys(sysPrefix[ev.Kind]+ev.Name, nil)
-			e.publishSys(errorTopic(ev.Name), nil)
-		} else if ev.Op != defs.Unchanged {
-			e.publishSys(sysPrefix[ev.Kind]+ev.Name, []byte(ev.Source))
+		switch ev.Op {
+		case defs.Removed:
+			e.unpublishSource(ev.Kind, ev.Name)
+		case defs.Added, defs.Replaced:
+			e.publishSource(d, ev.Kind, ev.Name, ev.Source)
 		}
 	}
 	e.runStart(d, events)
+}
+
+// publishSource publishes a deployed definition's source, and an action's
+// DESCRIPTION, retained under $SYS/Coreflux.
+func (e *Engine) publishSource(d *deployment, kind defs.Kind, name, source string) {
+	e.publishSys(sysPrefix[kind]+name, []byte(source))
+	switch kind {
+	case defs.Connector:
+		e.publishSys(routesPrefix+name, []byte(source))
+	case defs.Action:
+		desc := ""
+		if a := d.actions[name]; a != nil && a.def.Description != nil {
+			desc = a.def.Description.Value
+		}
+		e.mu.Lock()
+		had := e.described[name]
+		if desc != "" {
+			e.described[name] = true
+		} else {
+			delete(e.described, name)
+		}
+		e.mu.Unlock()
+		if desc != "" || had {
+			e.publishSys(descriptionTopic(name), []byte(desc))
+		}
+	}
+}
+
+// unpublishSource clears what publishSource published, and a removed
+// action's error.
+func (e *Engine) unpublishSource(kind defs.Kind, name string) {
+	e.publishSys(sysPrefix[kind]+name, nil)
+	switch kind {
+	case defs.Connector:
+		e.publishSys(routesPrefix+name, nil)
+	case defs.Action:
+		e.mu.Lock()
+		described, errored := e.described[name], e.errored[name]
+		delete(e.described, name)
+		delete(e.errored, name)
+		e.mu.Unlock()
+		if described {
+			e.publishSys(descriptionTopic(name), nil)
+		}
+		if errored != nil && errored.published {
+			e.publishSys(errorTopic(name), nil)
+		}
+	}
 }
 
 // reschedule makes the timers match the deployment: a timer whose

@@ -17,23 +17,30 @@ import (
 // ErrHopLimit is reported when a chain of actions reaches Options.HopLimit.
 var ErrHopLimit = errors.New("runtime: hop limit reached: actions trigger each other in a loop")
 
+// maxChangeTopics bounds the concrete topics whose last payload ON CHANGE
+// remembers; past it the memory starts over (each topic's next message
+// then counts as a change once).
+const maxChangeTopics = 100_000
+
 // onMessage handles every routed message, on the trigger client's
 // goroutine, in routing order.
 func (e *Engine) onMessage(m *broker.Message) {
-	now := time.Now()
 	if m.Retain {
 		// A retained message replayed when the client subscribed: it
 		// seeds the cache, it is not news.
-		e.cache.Publish(m.Topic, m.Payload, now)
+		e.cache.Publish(m.Topic, m.Payload, time.Now())
 		return
 	}
-	prev, had := e.cache.Lookup(m.Topic)
-	changed := !had || !bytes.Equal(prev, m.Payload)
-	e.cache.Publish(m.Topic, m.Payload, now)
+	if m.ClientID != triggerClientID || m.Origin != broker.OriginLoT {
+		// LoT's own messages were cached when they were published, so
+		// that the next run reads them at once (see publish).
+		e.cache.Publish(m.Topic, m.Payload, time.Now())
+	}
 	if m.Origin == broker.OriginPeer {
 		return // a peer's message never triggers LoT: it ran where it entered
 	}
 	d := e.dep.Load()
+	changed := e.rememberChange(d, m)
 	for _, a := range d.onMessage {
 		if !topic.Matches(a.filter, m.Topic) {
 			continue
@@ -43,10 +50,57 @@ func (e *Engine) onMessage(m *broker.Message) {
 		}
 		e.runAction(a, &interp.Event{Topic: m.Topic, Payload: m.Payload}, m.Hops)
 	}
+	for _, mod := range d.exploding {
+		if topic.Matches(mod.Topic(), m.Topic) {
+			e.explode(mod, m)
+		}
+	}
 	for _, mod := range d.triggered {
 		if inst, ok := mod.Instance(m.Topic); ok {
 			e.publishModel(d, mod, inst, m.Hops)
 		}
+	}
+}
+
+// rememberChange records m's payload for the ON CHANGE actions whose
+// filter matches its topic and reports whether it differs from the
+// previous one (the first message on a topic does). The memory is the
+// trigger goroutine's own: the topic cache cannot serve, since LoT's
+// publishes, KEEP TOPIC and retained messages write it too.
+func (e *Engine) rememberChange(d *deployment, m *broker.Message) bool {
+	if d.onChange == 0 {
+		return false
+	}
+	match := false
+	for _, a := range d.onMessage {
+		if a.def.Trigger.Kind == syntax.TriggerChange && topic.Matches(a.filter, m.Topic) {
+			match = true
+			break
+		}
+	}
+	if !match {
+		return false
+	}
+	prev, had := e.lastPayload[m.Topic]
+	if had && bytes.Equal(prev, m.Payload) {
+		return false
+	}
+	if !had && len(e.lastPayload) >= maxChangeTopics {
+		clear(e.lastPayload)
+	}
+	e.lastPayload[m.Topic] = m.Payload
+	return true
+}
+
+// explode republishes, key by key, a JSON object that arrived on the topic
+// of a model (LOT.md §5.4).
+func (e *Engine) explode(mod *interp.Model, m *broker.Message) {
+	err := mod.Explode(m.Topic, m.Payload, func(tp string, payload []byte) error {
+		return e.publish(tp, payload, false, 0, m.Hops+1)
+	})
+	if err != nil {
+		e.stats.Errors.Add(1)
+		e.log.Warn("model explosion failed", "model", mod.Name(), "topic", m.Topic, "err", err)
 	}
 }
 
@@ -135,7 +189,10 @@ func (e *Engine) flush(f *effects, hops uint8) error {
 	return errors.Join(errs...)
 }
 
-// publish sends one message as LoT, refusing it at the hop limit.
+// publish sends one message as LoT, refusing it at the hop limit. It
+// writes the topic cache at once, before routing: the next run reads the
+// value even when the trigger goroutine has not yet seen the message (a
+// timer that counts, two messages handled back to back).
 func (e *Engine) publish(tp string, payload []byte, retain bool, qos byte, hops uint8) error {
 	if int(hops) > e.o.HopLimit {
 		e.stats.Loops.Add(1)
@@ -144,6 +201,8 @@ func (e *Engine) publish(tp string, payload []byte, retain bool, qos byte, hops 
 	if e.trig == nil {
 		return errors.New("runtime: not started")
 	}
+	e.stats.Published.Add(1)
+	e.cache.Publish(tp, payload, time.Now())
 	return e.trig.PublishMessage(&broker.Message{Topic: tp, Payload: payload, QoS: qos, Retain: retain,
 		Origin: broker.OriginLoT, ClientID: triggerClientID, Hops: hops})
 }
@@ -166,35 +225,51 @@ type actionError struct {
 	Line   int       `json:"line,omitempty"`
 	Column int       `json:"column,omitempty"`
 	Time   time.Time `json:"time"`
-	Count  uint64    `json:"errors"`
+	Count  uint64    `json:"errors"` // failed runs since the action was deployed
 }
 
 // errorTopic is where an action's last error is kept.
 func errorTopic(action string) string { return "$SYS/Coreflux/Actions/" + action + "/Error" }
+
+// errorRecord is what the engine remembers of an action's failures.
+type errorRecord struct {
+	count     uint64 // failed runs since the action was deployed
+	published bool   // an error is retained on its error topic
+}
 
 // reportRun publishes a failed run's error retained on the action's error
 // topic, and clears that topic after the next good run.
 func (e *Engine) reportRun(name string, err error) {
 	if err == nil {
 		e.mu.Lock()
-		had := e.errored[name]
-		delete(e.errored, name)
+		rec := e.errored[name]
+		had := rec != nil && rec.published
+		if had {
+			rec.published = false
+		}
 		e.mu.Unlock()
 		if had {
 			e.publishSys(errorTopic(name), nil)
 		}
 		return
 	}
-	n := e.stats.Errors.Add(1)
+	e.stats.Errors.Add(1)
+	e.mu.Lock()
+	rec := e.errored[name]
+	if rec == nil {
+		rec = &errorRecord{}
+		e.errored[name] = rec
+	}
+	rec.count++
+	rec.published = true
+	n := rec.count
+	e.mu.Unlock()
 	ae := actionError{Action: name, Error: err.Error(), Time: time.Now().UTC(), Count: n}
 	var ie *interp.Error
 	if errors.As(err, &ie) {
 		ae.Line, ae.Column = ie.Pos.Line, ie.Pos.Col
 	}
 	data, _ := json.Marshal(ae)
-	e.mu.Lock()
-	e.errored[name] = true
-	e.mu.Unlock()
 	e.publishSys(errorTopic(name), data)
 	e.log.Warn("action failed", "action", name, "err", err)
 }
