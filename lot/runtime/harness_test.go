@@ -57,7 +57,7 @@ type testUser struct {
 
 // testUsers is both the engine's Users and the broker's credential check
 // (the appliance's broker/auth store plays both parts). Every password is
-// "pw-" + the user name.
+// "pw-" + the user name, but mallory's, which the harness never sends.
 type testUsers map[string]testUser
 
 func newTestUsers() testUsers {
@@ -71,6 +71,7 @@ func newTestUsers() testUsers {
 	add("emanuel", false)
 	add("guest", false)
 	add("ops", false, rules.FlagSystemConfiguration)
+	u["mallory"] = testUser{password: "not what the harness sends"}
 	return u
 }
 
@@ -161,6 +162,7 @@ func (h *harness) start() {
 	go func() { h.served <- srv.Serve(l, broker.ListenerConfig{Name: "tcp"}) }()
 	h.root = h.connect("root", "root-console")
 	h.root.subscribe(t, "#", command.OutputTopic)
+	h.root.pong = true
 }
 
 // stop disconnects the clients, stops the engine and shuts the broker down.
@@ -200,6 +202,7 @@ type client struct {
 	*paho.Client
 	nc   net.Conn
 	user string
+	pong bool // subscribed to the pings of settle
 
 	mu   sync.Mutex // guards msgs, read
 	msgs []*paho.Publish
@@ -421,6 +424,10 @@ func firstLine(s string) string {
 // c before it. Rounds repeat until a round publishes nothing new.
 func (h *harness) settle(c *client) {
 	h.t.Helper()
+	if !c.pong {
+		c.subscribe(h.t, "zz/ping/#")
+		c.pong = true
+	}
 	for round := 0; round < 32; round++ {
 		before := h.eng.stats.Published.Load()
 		n := h.seq.Add(1)
