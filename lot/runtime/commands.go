@@ -83,12 +83,43 @@ func (s syntaxError) Suggestions() []string {
 }
 
 // apply checks that the store's definitions with c applied still build,
-// then applies c. A change that does not build changes nothing.
+// then applies c. A change that does not build changes nothing. Stored
+// definitions that did not build before (see install) do not hold it up:
+// only the problems of what c puts, and of what built before and would
+// not after, refuse it.
 func (e *Engine) apply(ctx context.Context, c defs.Change) (defs.Applied, error) {
-	if _, err := build(withChange(e.o.Store.List(""), c), e.o.Interp); err != nil {
-		return defs.Applied{}, err
+	e.mu.Lock()
+	wasBroken := e.broken
+	e.mu.Unlock()
+	_, dropped := buildLenient(withChange(e.o.Store.List(""), c), e.o.Interp)
+	var errs []error
+	for _, f := range dropped {
+		switch {
+		case f.key == (defKey{}) || puts(c, f.key):
+			errs = append(errs, f.err)
+		case !wasBroken[f.key]:
+			errs = append(errs, brokenByChange{f})
+		}
+	}
+	if len(errs) > 0 {
+		return defs.Applied{}, errors.Join(errs...)
 	}
 	return e.o.Store.Apply(ctx, c)
+}
+
+// puts reports whether c puts the definition k.
+func puts(c defs.Change, k defKey) bool {
+	return slices.ContainsFunc(c.Puts, func(p defs.Put) bool { return p.Kind == k.kind && p.Name == k.name })
+}
+
+// brokenByChange is the problem of a deployed definition that a change
+// would break (a callable's INPUTs changed under its callers, a parent
+// model removed). Its position is in that definition's source, not in the
+// command's, so it is told in words only.
+type brokenByChange struct{ f defError }
+
+func (b brokenByChange) Error() string {
+	return fmt.Sprintf("%s %s would no longer build: %v", b.f.key.kind, b.f.key.name, b.f.err)
 }
 
 // withChange returns list as it would be after c.
@@ -118,8 +149,10 @@ func (e *Engine) Add(ctx context.Context, _ command.Caller, kind defs.Kind, sour
 	if err != nil {
 		return "", err
 	}
+	// The source is stored as sent (comments included), so that positions
+	// in errors are those of the command and $SYS shows what was sent.
 	h := d.Header()
-	_, err = e.apply(ctx, defs.Change{Puts: []defs.Put{{Kind: kind, Name: h.Name, Source: h.Text}}})
+	_, err = e.apply(ctx, defs.Change{Puts: []defs.Put{{Kind: kind, Name: h.Name, Source: source}}})
 	return h.Name, err
 }
 

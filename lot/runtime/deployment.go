@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"gantry/broker/topic"
 	"gantry/lot/check"
 	"gantry/lot/defs"
 	"gantry/lot/interp"
@@ -20,11 +21,11 @@ type deployment struct {
 	defs      []defs.Definition
 	actions   map[string]*action
 	models    map[string]*interp.Model
-	onMessage []*action       // ON TOPIC and ON CHANGE
-	onChange  int             // how many of onMessage are ON CHANGE
-	onSession [3][]*action    // ON CONNECT, ON DISCONNECT, ON SUBSCRIBE
-	triggered []*interp.Model // models with AS TRIGGER fields
-	exploding []*interp.Model // models that explode JSON arriving on their topic
+	onMessage []*action           // ON TOPIC and ON CHANGE, in deployment order
+	triggers  topic.Tree[*action] // onMessage by filter: a message finds its actions in one walk
+	onSession [3][]*action        // ON CONNECT, ON DISCONNECT, ON SUBSCRIBE
+	triggered []*interp.Model     // models with AS TRIGGER fields
+	exploding []*interp.Model     // models that explode JSON arriving on their topic
 	rules     *rules.Set
 	parsed    map[defKey]syntax.Def
 }
@@ -40,6 +41,7 @@ type action struct {
 	def    *syntax.Action
 	prog   *interp.Program
 	filter string         // ON TOPIC / ON CHANGE / ON SUBSCRIBE filter; "" for every subscription
+	order  int            // position in deployment.onMessage
 	timer  *schedule.Spec // ON EVERY, ON EVERY ... AT, ON TIMESTAMP
 	source string
 }
@@ -97,18 +99,70 @@ func parseOne(d defs.Definition) (syntax.Def, error) {
 	return f.Defs[0], nil
 }
 
+// defError is the problem of one definition; key is zero for a problem of
+// the whole set.
+type defError struct {
+	key defKey
+	err error
+}
+
 // build compiles a set of definitions into a deployment. It checks them
 // against each other (lot/check) and reports every problem; a deployment
 // is returned only when there is none.
 func build(list []defs.Definition, iopts *interp.Options) (*deployment, error) {
+	d, fails := compile(list, iopts)
+	if len(fails) > 0 {
+		errs := make([]error, len(fails))
+		for i, f := range fails {
+			errs[i] = f.err
+		}
+		return nil, errors.Join(errs...)
+	}
+	return d, nil
+}
+
+// buildLenient builds what it can of list: the definitions that fail, and
+// then those that depended on them, are left out and returned. It serves
+// definitions that were stored before and no longer build (a newer
+// version's stricter checks): one of them must not stop the others, and
+// certainly not the access rules. The deployment is nil only when the set
+// fails as a whole.
+func buildLenient(list []defs.Definition, iopts *interp.Options) (*deployment, []defError) {
+	var dropped []defError
+	for {
+		d, fails := compile(list, iopts)
+		if len(fails) == 0 {
+			return d, dropped
+		}
+		dropped = append(dropped, fails...)
+		failed := map[defKey]bool{}
+		for _, f := range fails {
+			if f.key == (defKey{}) {
+				return nil, dropped
+			}
+			failed[f.key] = true
+		}
+		list = slices.DeleteFunc(slices.Clone(list), func(def defs.Definition) bool {
+			return failed[defKey{def.Kind, def.Name}]
+		})
+	}
+}
+
+// compile builds list into a deployment and returns the problems of each
+// definition. Definitions are checked against each other first; when one
+// fails the checks nothing is compiled.
+func compile(list []defs.Definition, iopts *interp.Options) (*deployment, []defError) {
 	d := &deployment{defs: list, actions: map[string]*action{}, models: map[string]*interp.Model{},
 		parsed: map[defKey]syntax.Def{}}
-	var errs []error
+	var fails []defError
+	fail := func(def defs.Definition, err error) {
+		fails = append(fails, defError{defKey{def.Kind, def.Name}, err})
+	}
 	env := check.Deployed{Callables: map[string]check.Callable{}, Models: map[string]check.Model{}}
 	for _, def := range list {
 		pd, err := parseOne(def)
 		if err != nil {
-			errs = append(errs, err)
+			fail(def, err)
 			continue
 		}
 		d.parsed[defKey{def.Kind, def.Name}] = pd
@@ -125,30 +179,32 @@ func build(list []defs.Definition, iopts *interp.Options) (*deployment, error) {
 			continue
 		}
 		f := &syntax.File{Name: def.Name, Src: def.Source, Defs: []syntax.Def{pd}}
+		var errs []error
 		for _, diag := range check.Check(f, env) {
 			if diag.Severity == check.Error {
 				errs = append(errs, diagError{diag})
 			}
 		}
+		if len(errs) > 0 {
+			fail(def, errors.Join(errs...))
+		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if len(fails) > 0 {
+		return nil, fails
 	}
-	errs = append(errs, d.compileModels(list, iopts)...)
+	fails = append(fails, d.compileModels(list, iopts)...)
 	for _, def := range list {
 		if a, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Action); ok {
 			if err := d.addAction(a, def.Source, iopts); err != nil {
-				errs = append(errs, err)
+				fail(def, err)
 			}
 		}
 	}
-	set, err := compileRules(list, d.parsed)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	set, rfails := compileRules(list, d.parsed)
+	fails = append(fails, rfails...)
 	d.rules = set
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if len(fails) > 0 {
+		return nil, fails
 	}
 	return d, nil
 }
@@ -185,7 +241,7 @@ func describeModels(parsed map[defKey]syntax.Def, out map[string]check.Model) {
 
 // compileModels compiles the models, each after its FROM parent, in the
 // order of list otherwise (so that models publish in a stable order).
-func (d *deployment) compileModels(list []defs.Definition, iopts *interp.Options) []error {
+func (d *deployment) compileModels(list []defs.Definition, iopts *interp.Options) []defError {
 	var pending []*syntax.Model
 	for _, def := range list {
 		if m, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Model); ok {
@@ -195,7 +251,7 @@ func (d *deployment) compileModels(list []defs.Definition, iopts *interp.Options
 	waiting := func(name string) bool {
 		return slices.ContainsFunc(pending, func(m *syntax.Model) bool { return m != nil && m.Name == name })
 	}
-	var errs []error
+	var errs []defError
 	for left := len(pending); left > 0; {
 		progress := false
 		for i, m := range pending {
@@ -205,7 +261,7 @@ func (d *deployment) compileModels(list []defs.Definition, iopts *interp.Options
 			pending[i], left, progress = nil, left-1, true
 			cm, err := interp.CompileModel(m, d, iopts)
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, defError{defKey{defs.Model, m.Name}, err})
 				continue
 			}
 			d.models[m.Name] = cm
@@ -219,7 +275,7 @@ func (d *deployment) compileModels(list []defs.Definition, iopts *interp.Options
 		if !progress {
 			for _, m := range pending {
 				if m != nil {
-					errs = append(errs, fmt.Errorf("model %q: its FROM chain is a cycle", m.Name))
+					errs = append(errs, defError{defKey{defs.Model, m.Name}, fmt.Errorf("model %q: its FROM chain is a cycle", m.Name)})
 				}
 			}
 			break
@@ -249,10 +305,12 @@ func (d *deployment) addAction(a *syntax.Action, source string, iopts *interp.Op
 	}
 	switch t.Kind {
 	case syntax.TriggerTopic, syntax.TriggerChange:
-		d.onMessage = append(d.onMessage, ac)
-		if t.Kind == syntax.TriggerChange {
-			d.onChange++
+		if err := topic.ValidateFilter(ac.filter); err != nil {
+			return fmt.Errorf("action %q: %w", a.Name, err)
 		}
+		ac.order = len(d.onMessage)
+		d.onMessage = append(d.onMessage, ac)
+		d.triggers.Subscribe(topic.Entry[*action]{Client: ac, Filter: ac.filter})
 	case syntax.TriggerConnect, syntax.TriggerDisconnect, syntax.TriggerSubscribe:
 		i := sessionIndex(t.Kind)
 		d.onSession[i] = append(d.onSession[i], ac)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"gantry/broker"
+	"gantry/broker/topic"
 	"gantry/lot/command"
 	"gantry/lot/defs"
 	"gantry/lot/interp"
@@ -79,7 +80,8 @@ type Engine struct {
 	disp  *command.Dispatcher
 	stats Stats
 
-	dep atomic.Pointer[deployment]
+	dep     atomic.Pointer[deployment]
+	scratch sync.Pool // *runScratch of action runs
 
 	trig   *broker.Client // '#': triggers and the cache; publishes as LoT
 	cmd    *broker.Client // the command topic
@@ -88,11 +90,14 @@ type Engine struct {
 	// lastPayload is ON CHANGE's memory: the last payload of each concrete
 	// topic an ON CHANGE filter matched. Only the trigger goroutine uses it.
 	lastPayload map[string][]byte
+	// matched is the trigger goroutine's buffer of matching actions.
+	matched []*topic.Entry[*action]
 
-	mu        sync.Mutex              // guards timers, errored, described
+	mu        sync.Mutex              // guards timers, errored, described, broken
 	timers    map[string]string       // action with a timer → its schedule, as text
 	errored   map[string]*errorRecord // actions that failed since they were deployed
 	described map[string]bool         // actions with a retained DESCRIPTION
+	broken    map[defKey]bool         // stored definitions left out because they do not build
 	unwatch   func()
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -129,6 +134,7 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("runtime: built-in rules: %w", err)
 	}
 	e.rules = rules.NewEngine(set)
+	e.scratch.New = e.newScratch
 	e.dep.Store(&deployment{})
 	h := o.Handlers
 	h.Entities, h.Runner, h.Environment, h.Projects = e, e, e, e

@@ -16,6 +16,7 @@ import (
 
 	"gantry/broker"
 	"gantry/lot/command"
+	"gantry/lot/defs"
 )
 
 const echoSource = `DEFINE ACTION Echo
@@ -146,6 +147,27 @@ func TestLoadProject(t *testing.T) {
 
 	if r := h.command("-loadProject " + filepath.Join(good, "missing")); r.Success {
 		t.Errorf("a missing directory loaded: %+v", r)
+	}
+
+	// A change that would break what is deployed is refused, and says
+	// what it would break, without pointing into the command's source.
+	for _, cmd := range []string{
+		"-removeAction Double",
+		"-addAction DEFINE ACTION Double\nINPUT x AS DOUBLE\nINPUT factor AS DOUBLE\nDO\n    SET \"y\" WITH {x} * {factor}\nRETURN\n    OUTPUT y\n",
+	} {
+		r := h.command(cmd)
+		if r.Success || !strings.Contains(r.Message, "Doubler would no longer build") {
+			t.Errorf("%s: %+v, want a refusal naming Doubler", firstLine(cmd), r)
+		}
+		for _, e := range r.Errors {
+			if e.Line != 0 || len(e.SourceLines) > 0 {
+				t.Errorf("%s: error %+v points into the command's source", firstLine(cmd), e)
+			}
+		}
+	}
+	h.root.publish(t, "dbl/in", "2", 0)
+	if got := h.root.await(t, "dbl/out"); got != "4" {
+		t.Errorf("dbl/out = %q after refused changes, want 4", got)
 	}
 }
 
@@ -539,5 +561,60 @@ func TestCommandOutputIsPrivate(t *testing.T) {
 		if strings.HasPrefix(m.Topic, "$SYS") {
 			t.Errorf("bob received %s", m.Topic)
 		}
+	}
+}
+
+// TestStoredDefinitionThatDoesNotBuild: a stored definition that does not
+// build (stored by a version with other checks, or committed by a peer)
+// is left out with what depends on it; everything else, the access rules
+// first, keeps running, at once and after a restart.
+func TestStoredDefinitionThatDoesNotBuild(t *testing.T) {
+	h := newHarness(t)
+	h.mustCommand("-addAction " + echoSource)
+	_, err := h.store.Apply(t.Context(), defs.Change{Puts: []defs.Put{
+		{Kind: defs.Action, Name: "Broken", Source: "DEFINE ACTION Broken\nON TOPIC \"x\" DO\n    PUBLISH TOPIC \"y\" WITH\n"},
+		{Kind: defs.Action, Name: "Half", Source: "DEFINE ACTION Half\nINPUT v AS DOUBLE\nDO\n    SET \"h\" WITH {v} / 2\nRETURN\n    OUTPUT h\n"},
+		{Kind: defs.Action, Name: "UsesHalf", Source: "DEFINE ACTION UsesHalf\nON TOPIC \"half/in\" DO\n    CALL ACTION Half WITH v = PAYLOAD RETURN r\n    PUBLISH TOPIC \"half/out\" WITH {r}\n"},
+		{Kind: defs.Rule, Name: "Bad", Source: "DEFINE RULE Bad WITH PRIORITY 100 FOR Publish TO TOPIC \"a/#/b\" DENY"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		h.echoes(t, fmt.Sprint("round ", round))
+		h.root.publish(t, "half/in", "5", 0)
+		if got := h.root.await(t, "half/out"); got != "2.5" {
+			t.Errorf("half/out = %q, want 2.5", got)
+		}
+		if _, ok := h.retained("$SYS/Coreflux/Actions/Broken"); ok {
+			t.Error("a definition that does not build is published as deployed")
+		}
+		bob := h.connect("bob", fmt.Sprint("bob-", round))
+		wantPuback(t, "bob publishes under the seed rules", bob.publish(t, "a/x/b", "x", 1), 0)
+		h.restart()
+	}
+	// A broken callable takes its callers with it, not the others.
+	_, err = h.store.Apply(t.Context(), defs.Change{Puts: []defs.Put{
+		{Kind: defs.Action, Name: "Half", Source: "DEFINE ACTION Half\nINPUT v AS DOUBLE\nDO\n    SET \"h\" WITH\n"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.root.publish(t, "half/in", "5", 0)
+	h.echoes(t, "after the callable broke")
+	if got := h.root.on("half/out"); len(got) != 0 {
+		t.Errorf("half/out = %q: the caller of a broken callable ran", got)
+	}
+	if _, ok := h.retained("$SYS/Coreflux/Actions/UsesHalf"); ok {
+		t.Error("the caller of a broken callable is published as deployed")
+	}
+	// Fixed, the callable brings its caller back.
+	h.mustCommand("-addAction DEFINE ACTION Half\nINPUT v AS DOUBLE\nDO\n    SET \"h\" WITH {v} / 4\nRETURN\n    OUTPUT h\n")
+	h.root.publish(t, "half/in", "5", 0)
+	if got := h.root.await(t, "half/out"); got != "1.25" {
+		t.Errorf("half/out = %q, want 1.25", got)
+	}
+	if _, ok := h.retained("$SYS/Coreflux/Actions/UsesHalf"); !ok {
+		t.Error("the caller is not published again once it builds")
 	}
 }

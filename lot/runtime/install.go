@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"strings"
 
 	"gantry/lot/defs"
 	"gantry/lot/schedule"
@@ -33,32 +32,54 @@ func (e *Engine) onApplied(a defs.Applied) {
 }
 
 // install builds the deployment of list and switches to it; events say
-// what changed (nil at start: everything is new). A list that no longer
-// builds (it was checked before it was stored, so only a newer build's
-// stricter checks can cause this) keeps the previous deployment.
+// what changed (nil at start: everything is new). Definitions are checked
+// before they are stored, so one that does not build was stored by a
+// version with other checks (or, in a cluster, committed by a peer): it is
+// left out, with what depends on it, logged, and its $SYS topics cleared;
+// it comes back when a change makes it build again. Only a set that fails
+// as a whole keeps the previous deployment.
 func (e *Engine) install(list []defs.Definition, events []defs.Event) {
-	d, err := build(list, e.o.Interp)
-	if err != nil {
-		e.log.Error("stored LoT definitions do not build; keeping the previous ones", "err", err)
+	d, dropped := buildLenient(list, e.o.Interp)
+	if d == nil {
+		e.log.Error("stored LoT definitions do not build; keeping the previous ones", "err", dropped[len(dropped)-1].err)
 		return
+	}
+	broken := map[defKey]bool{}
+	for _, f := range dropped {
+		broken[f.key] = true
+		e.log.Error("stored LoT definition does not build; it does not run", "kind", f.key.kind, "name", f.key.name, "err", f.err)
 	}
 	e.dep.Store(d)
 	e.rules.Swap(d.rules)
 	e.reschedule(d)
-	if events == nil {
-		for _, def := range list {
-			e.publishSource(d, def.Kind, def.Name, def.Source)
+	e.mu.Lock()
+	wasBroken := e.broken
+	e.broken = broken
+	e.mu.Unlock()
+	for _, def := range list {
+		k := defKey{def.Kind, def.Name}
+		switch {
+		case broken[k] && (events == nil || !wasBroken[k]):
+			e.unpublishSource(def.Kind, def.Name) // it no longer runs
+		case !broken[k] && (events == nil || wasBroken[k]):
+			e.publishSource(d, def.Kind, def.Name, def.Source) // at start, or it builds again
 		}
 	}
 	for _, ev := range events {
-		switch ev.Op {
-		case defs.Removed:
+		k := defKey{ev.Kind, ev.Name}
+		switch {
+		case ev.Op == defs.Removed:
 			e.unpublishSource(ev.Kind, ev.Name)
-		case defs.Added, defs.Replaced:
+		case broken[k] || wasBroken[k]:
+			// done above
+		case ev.Op == defs.Added || ev.Op == defs.Replaced:
 			e.publishSource(d, ev.Kind, ev.Name, ev.Source)
 		}
 	}
-	e.runStart(d, events)
+	e.runStart(d, func(name string) bool {
+		k := defKey{defs.Action, name}
+		return events == nil || changedAction(events, name) || (wasBroken[k] && !broken[k])
+	})
 }
 
 // publishSource publishes a deployed definition's source, and an action's
@@ -141,23 +162,22 @@ func (e *Engine) timerFunc(name string) schedule.Func {
 	}
 }
 
-// runStart runs the ON START actions that are new or changed (all of them
-// when events is nil, at start).
-func (e *Engine) runStart(d *deployment, events []defs.Event) {
-	for name, a := range d.actions {
-		if a.def.Trigger == nil || a.def.Trigger.Kind != syntax.TriggerStart {
-			continue
+// runStart runs the ON START actions that start now: new or changed
+// ones, all of them at start (LOT.md, Gantry's decisions: ON START runs
+// when the definition starts).
+func (e *Engine) runStart(d *deployment, starts func(name string) bool) {
+	for _, def := range d.defs { // in the store's order, by name
+		a := d.actions[def.Name]
+		if def.Kind == defs.Action && a != nil && a.def.Trigger != nil && a.def.Trigger.Kind == syntax.TriggerStart &&
+			starts(def.Name) {
+			e.runAction(a, nil, 0)
 		}
-		if events != nil && !changedAction(events, name) {
-			continue
-		}
-		e.runAction(a, nil, 0)
 	}
 }
 
 func changedAction(events []defs.Event, name string) bool {
 	for _, ev := range events {
-		if ev.Kind == defs.Action && strings.EqualFold(ev.Name, name) && (ev.Op == defs.Added || ev.Op == defs.Replaced) {
+		if ev.Kind == defs.Action && ev.Name == name && (ev.Op == defs.Added || ev.Op == defs.Replaced) {
 			return true
 		}
 	}

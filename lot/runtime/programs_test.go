@@ -247,9 +247,17 @@ func checkRejected(t *testing.T, h *harness, path string, r reply) {
 	if r.Success {
 		t.Fatalf("deploying %s succeeded, want it rejected", filepath.Base(path))
 	}
+	src, _ := os.ReadFile(path)
+	lines := strings.Split(string(src), "\n")
 	positioned := false
 	for _, e := range r.Errors {
-		positioned = positioned || (e.Line > 0 && e.Column > 0)
+		if e.Line > 0 && e.Column > 0 {
+			positioned = true
+			// The position is in the source as sent, header comments included.
+			if e.Line > len(lines) || strings.HasPrefix(strings.TrimSpace(lines[e.Line-1]), "//") {
+				t.Errorf("error %q points at line %d, not at code of the source sent", e.Message, e.Line)
+			}
+		}
 	}
 	if !positioned {
 		t.Errorf("the errors of a rejected deploy carry no line and column: %+v", r.Errors)

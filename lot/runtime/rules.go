@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"gantry/broker"
 	"gantry/broker/packet"
@@ -13,22 +14,35 @@ import (
 	"gantry/lot/syntax"
 )
 
-// compileRules compiles the built-in rules with every stored DEFINE RULE.
-func compileRules(list []defs.Definition, parsed map[defKey]syntax.Def) (*rules.Set, error) {
+// compileRules compiles the built-in rules with every stored DEFINE RULE;
+// a rule that is invalid on its own is reported as its own problem.
+func compileRules(list []defs.Definition, parsed map[defKey]syntax.Def) (*rules.Set, []defError) {
 	rs := rules.Builtins()
+	var fails []defError
 	for _, def := range list {
 		r, ok := parsed[defKey{def.Kind, def.Name}].(*syntax.Rule)
 		if !ok {
 			continue
 		}
 		rr, err := convertRule(r)
+		if err == nil {
+			_, err = rules.Compile([]rules.Rule{rr}, nil)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
+			fails = append(fails, defError{defKey{def.Kind, def.Name}, fmt.Errorf("rule %q: %w", r.Name, err)})
+			continue
 		}
 		rr.Source = def.Source
 		rs = append(rs, rr)
 	}
-	return rules.Compile(rs, nil)
+	if len(fails) > 0 {
+		return nil, fails
+	}
+	set, err := rules.Compile(rs, nil)
+	if err != nil {
+		return nil, []defError{{err: err}}
+	}
+	return set, nil
 }
 
 // convertRule turns a parsed DEFINE RULE into the decision engine's form.
@@ -170,21 +184,33 @@ func (g connectGate) Authenticate(info *broker.ConnInfo) error {
 	return nil
 }
 
-// allowed evaluates one request against the current rule set.
+// allowed evaluates one request against the current rule set. It runs on
+// every publish and subscribe: the user's rules.User is taken from a pool,
+// because rules.Set.Evaluate makes whatever its Request points to escape
+// (it calls an interface method through the request), which would cost
+// every publish an allocation.
 func (e *Engine) allowed(info *broker.ConnInfo, scope rules.Scope, tp string) bool {
 	req := rules.Request{Scope: scope, Topic: tp, ClientID: info.ClientID, State: e.cache}
-	var u rules.User
-	if info.Username != "" {
-		if e.o.Users != nil {
-			if found, ok := e.o.Users.RuleUser(info.Username); ok {
-				u = found
-			}
-		}
-		u.Name = info.Username
-		req.User = &u
+	if info.Username == "" {
+		return e.rules.Allowed(&req)
 	}
-	return e.rules.Allowed(&req)
+	u := userPool.Get().(*rules.User)
+	if e.o.Users != nil {
+		if found, ok := e.o.Users.RuleUser(info.Username); ok {
+			*u = found
+		}
+	}
+	u.Name = info.Username
+	req.User = u
+	ok := e.rules.Allowed(&req)
+	*u = rules.User{} // drop the references before pooling
+	userPool.Put(u)
+	return ok
 }
+
+// userPool recycles the rules.User of allowed: Evaluate reads it only
+// during the call (rules' contract), so it may be reused afterwards.
+var userPool = sync.Pool{New: func() any { return new(rules.User) }}
 
 // commandAuthorizer checks the management scopes of commands.
 type commandAuthorizer struct{ e *Engine }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gantry/broker"
@@ -40,16 +41,17 @@ func (e *Engine) onMessage(m *broker.Message) {
 		return // a peer's message never triggers LoT: it ran where it entered
 	}
 	d := e.dep.Load()
-	changed := e.rememberChange(d, m)
-	for _, a := range d.onMessage {
-		if !topic.Matches(a.filter, m.Topic) {
-			continue
-		}
+	matched := e.matchActions(d, m.Topic)
+	changed := e.rememberChange(matched, m)
+	for _, en := range matched {
+		a := en.Client
 		if a.def.Trigger.Kind == syntax.TriggerChange && !changed {
 			continue
 		}
 		e.runAction(a, &interp.Event{Topic: m.Topic, Payload: m.Payload}, m.Hops)
 	}
+	clear(matched)
+	e.matched = matched[:0]
 	for _, mod := range d.exploding {
 		if topic.Matches(mod.Topic(), m.Topic) {
 			e.explode(mod, m)
@@ -62,23 +64,25 @@ func (e *Engine) onMessage(m *broker.Message) {
 	}
 }
 
-// rememberChange records m's payload for the ON CHANGE actions whose
-// filter matches its topic and reports whether it differs from the
-// previous one (the first message on a topic does). The memory is the
-// trigger goroutine's own: the topic cache cannot serve, since LoT's
-// publishes, KEEP TOPIC and retained messages write it too.
-func (e *Engine) rememberChange(d *deployment, m *broker.Message) bool {
-	if d.onChange == 0 {
-		return false
+// matchActions returns the ON TOPIC and ON CHANGE actions whose filter
+// matches tp, in deployment order, in the trigger goroutine's own buffer.
+func (e *Engine) matchActions(d *deployment, tp string) []*topic.Entry[*action] {
+	matched := d.triggers.Match(tp, e.matched[:0], nil)
+	if len(matched) > 1 {
+		slices.SortFunc(matched, func(a, b *topic.Entry[*action]) int { return a.Client.order - b.Client.order })
 	}
-	match := false
-	for _, a := range d.onMessage {
-		if a.def.Trigger.Kind == syntax.TriggerChange && topic.Matches(a.filter, m.Topic) {
-			match = true
-			break
-		}
-	}
-	if !match {
+	return matched
+}
+
+// rememberChange records m's payload when an ON CHANGE action is among
+// the matched ones and reports whether it differs from the previous
+// payload of that topic (the first message on a topic does). The memory
+// is the trigger goroutine's own: the topic cache cannot serve, since
+// LoT's publishes, KEEP TOPIC and retained messages write it too.
+func (e *Engine) rememberChange(matched []*topic.Entry[*action], m *broker.Message) bool {
+	if !slices.ContainsFunc(matched, func(en *topic.Entry[*action]) bool {
+		return en.Client.def.Trigger.Kind == syntax.TriggerChange
+	}) {
 		return false
 	}
 	prev, had := e.lastPayload[m.Topic]
@@ -104,18 +108,55 @@ func (e *Engine) explode(mod *interp.Model, m *broker.Message) {
 	}
 }
 
-// runAction runs one action and delivers what it published.
+// runAction runs one action and delivers what it published. ev may be nil
+// (timers, ON START); it is copied, so a caller's Event may live on its
+// stack.
 func (e *Engine) runAction(a *action, ev *interp.Event, hops uint8) error {
 	e.stats.Runs.Add(1)
 	d := e.dep.Load()
-	fx := newEffects(e, ev)
-	host := &interp.Host{Effects: fx, Topics: fx, Env: e.env, Callables: d, Models: d}
-	err := a.prog.Run(host, ev)
-	if ferr := e.flush(fx, hops); ferr != nil && err == nil {
+	sc := e.scratch.Get().(*runScratch)
+	sc.host.Callables, sc.host.Models = d, d
+	var runEv *interp.Event
+	if ev != nil {
+		sc.ev = *ev
+		runEv = &sc.ev
+		if ev.Topic != "" {
+			sc.fx.frame.SetTrigger(ev.Topic, ev.Payload)
+		}
+	}
+	err := a.prog.Run(&sc.host, runEv)
+	if ferr := e.flush(&sc.fx, hops); ferr != nil && err == nil {
 		err = fmt.Errorf("action %s: %w", a.name, ferr)
 	}
+	sc.reset()
+	e.scratch.Put(sc)
 	e.reportRun(a.name, err)
 	return err
+}
+
+// runScratch is what an action run needs besides the interpreter's own
+// state: the event, the host and the buffered effects. The engine recycles
+// them (Engine.scratch), so that a message through the trigger path
+// allocates only what it publishes.
+type runScratch struct {
+	ev   interp.Event
+	host interp.Host
+	fx   effects
+}
+
+func (e *Engine) newScratch() any {
+	sc := &runScratch{fx: effects{frame: topiccache.NewFrame(e.cache, retainedReader{e.o.Broker})}}
+	sc.host = interp.Host{Effects: &sc.fx, Topics: &sc.fx, Env: e.env}
+	return sc
+}
+
+// reset drops every reference to the run's messages and deployment.
+func (sc *runScratch) reset() {
+	sc.ev = interp.Event{}
+	sc.host.Callables, sc.host.Models = nil, nil
+	sc.fx.frame.Reset()
+	clear(sc.fx.meta)
+	sc.fx.meta = sc.fx.meta[:0]
 }
 
 // publishModel evaluates one instance of a triggered model and publishes
