@@ -97,7 +97,7 @@ func (e *Engine) apply(ctx context.Context, c defs.Change) (defs.Applied, error)
 		switch {
 		case f.key == (defKey{}) || puts(c, f.key):
 			errs = append(errs, f.err)
-		case !wasBroken[f.key]:
+		case wasBroken[f.key] == nil:
 			errs = append(errs, brokenByChange{f})
 		}
 	}
@@ -354,12 +354,34 @@ func (e *Engine) LoadProject(ctx context.Context, _ command.Caller, dir string) 
 	return map[string]any{"files": files, "definitions": len(puts), "version": applied.Version}, nil
 }
 
-// ListEntities implements command.Projects.
+// ListEntities implements command.Projects: the stored definitions by
+// kind, and those that do not run because they do not build (see install),
+// with why.
 func (e *Engine) ListEntities(context.Context, command.Caller) (any, error) {
-	out := map[string][]string{"actions": {}, "models": {}, "rules": {}, "connectors": {}}
+	out := map[string]any{}
+	names := map[defs.Kind][]string{defs.Action: {}, defs.Model: {}, defs.Rule: {}, defs.Connector: {}}
 	for _, d := range e.o.Store.List("") {
-		key := string(d.Kind) + "s"
-		out[key] = append(out[key], d.Name)
+		names[d.Kind] = append(names[d.Kind], d.Name)
+	}
+	for k, v := range names {
+		out[string(k)+"s"] = v
+	}
+	type notRunning struct {
+		Kind  defs.Kind `json:"kind"`
+		Name  string    `json:"name"`
+		Error string    `json:"error"`
+	}
+	var broken []notRunning
+	e.mu.Lock()
+	for k, err := range e.broken {
+		broken = append(broken, notRunning{k.kind, k.name, err.Error()})
+	}
+	e.mu.Unlock()
+	if len(broken) > 0 {
+		slices.SortFunc(broken, func(a, b notRunning) int {
+			return strings.Compare(string(a.Kind)+"/"+a.Name, string(b.Kind)+"/"+b.Name)
+		})
+		out["notRunning"] = broken
 	}
 	return out, nil
 }

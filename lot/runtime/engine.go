@@ -97,7 +97,7 @@ type Engine struct {
 	timers    map[string]string       // action with a timer → its schedule, as text
 	errored   map[string]*errorRecord // actions that failed since they were deployed
 	described map[string]bool         // actions with a retained DESCRIPTION
-	broken    map[defKey]bool         // stored definitions left out because they do not build
+	broken    map[defKey]error        // stored definitions left out because they do not build, and why
 	unwatch   func()
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -105,10 +105,24 @@ type Engine struct {
 	stopOnce  sync.Once
 }
 
+// maxHopLimit is the largest Options.HopLimit: Message.Hops is a byte.
+const maxHopLimit = 254
+
+// Validate reports the first option out of range.
+func (o Options) Validate() error {
+	switch {
+	case o.Broker == nil || o.Store == nil:
+		return errors.New("runtime: Options.Broker and Options.Store are required")
+	case o.HopLimit < 0 || o.HopLimit > maxHopLimit:
+		return fmt.Errorf("runtime: Options.HopLimit = %d, want 1..%d (0: %d)", o.HopLimit, maxHopLimit, DefaultHopLimit)
+	}
+	return nil
+}
+
 // New builds an engine; Start runs it.
 func New(o Options) (*Engine, error) {
-	if o.Broker == nil || o.Store == nil {
-		return nil, errors.New("runtime: Broker and Store are required")
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	if o.HopLimit == 0 {
 		o.HopLimit = DefaultHopLimit

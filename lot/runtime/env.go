@@ -12,9 +12,10 @@ import (
 // -setSecret (and KEEP ENV|SECRET in actions). With a file, they survive a
 // restart; the file is written atomically with mode 0600 (it holds secrets).
 type envStore struct {
-	path string
-	mu   sync.RWMutex // guards vals
-	vals envValues
+	path    string
+	mu      sync.RWMutex // guards vals; never held during file I/O
+	vals    envValues
+	writeMu sync.Mutex // serialises writes of the file; taken before mu
 }
 
 type envValues struct {
@@ -88,23 +89,52 @@ func (s *envStore) DeleteEnv(name string, secret bool) error {
 	})
 }
 
+// update changes the values, then writes the file (outside mu, so that
+// GET ENV never waits for the disk). Each write takes the values as they
+// are then, so the file ends with the latest whatever the order of
+// concurrent updates.
 func (s *envStore) update(f func(*envValues)) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	f(&s.vals)
+	s.mu.Unlock()
 	if s.path == "" {
 		return nil
 	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.RLock()
 	data, err := json.MarshalIndent(s.vals, "", "  ")
+	s.mu.RUnlock()
 	if err != nil {
 		return err
 	}
-	tmp := s.path + ".tmp"
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return err
+	return writeFileAtomic(s.path, data)
+}
+
+// writeFileAtomic replaces path with data, mode 0600: a temporary file,
+// synced, then renamed, so that a crash leaves the old file or the new one.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("runtime: %w", err)
 	}
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("runtime: %w", err)
 	}
-	return os.Rename(tmp, s.path)
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("runtime: %w", err)
+	}
+	return nil
 }

@@ -98,7 +98,11 @@ type harness struct {
 	envFile string
 	clock   *clocktest.Clock
 	users   testUsers
-	opts    func(*Options) // adjusts the engine's options, may be nil
+	// engineOpts adjusts the engine's options (nil: none); listener is
+	// the MQTT listener's configuration. Set them through newHarness's
+	// options.
+	engineOpts func(*Options)
+	listener   broker.ListenerConfig
 
 	srv     *broker.Server
 	addr    string
@@ -111,14 +115,16 @@ type harness struct {
 	seq atomic.Int64 // request ids, barriers
 }
 
-// newHarness starts a node on fresh directories; t.Cleanup stops it.
-func newHarness(t *testing.T, opts ...func(*Options)) *harness {
+// newHarness starts a node on fresh directories; opts adjust it before it
+// starts; t.Cleanup stops it.
+func newHarness(t *testing.T, opts ...func(*harness)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: filepath.Join(dir, "lot"), envFile: filepath.Join(dir, "lot-env.json"),
-		clock: clocktest.New(time.Date(2025, 3, 17, 8, 0, 0, 0, time.Local)), users: newTestUsers()}
-	if len(opts) > 0 {
-		h.opts = opts[0]
+		clock: clocktest.New(time.Date(2025, 3, 17, 8, 0, 0, 0, time.Local)), users: newTestUsers(),
+		listener: broker.ListenerConfig{Name: "tcp"}}
+	for _, o := range opts {
+		o(h)
 	}
 	h.start()
 	t.Cleanup(h.stop)
@@ -139,8 +145,8 @@ func (h *harness) start() {
 		t.Fatal(err)
 	}
 	o := Options{Broker: srv, Store: store, Users: h.users, EnvFile: h.envFile, SeedRules: true, Clock: h.clock}
-	if h.opts != nil {
-		h.opts(&o)
+	if h.engineOpts != nil {
+		h.engineOpts(&o)
 	}
 	eng, err := New(o)
 	if err != nil {
@@ -159,7 +165,7 @@ func (h *harness) start() {
 		t.Fatal(err)
 	}
 	h.srv, h.store, h.eng, h.addr, h.served = srv, store, eng, l.Addr().String(), make(chan error, 1)
-	go func() { h.served <- srv.Serve(l, broker.ListenerConfig{Name: "tcp"}) }()
+	go func() { h.served <- srv.Serve(l, h.listener) }()
 	h.root = h.connect("root", "root-console")
 	h.root.subscribe(t, "#", command.OutputTopic)
 	h.root.pong = true

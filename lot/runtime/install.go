@@ -44,9 +44,9 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 		e.log.Error("stored LoT definitions do not build; keeping the previous ones", "err", dropped[len(dropped)-1].err)
 		return
 	}
-	broken := map[defKey]bool{}
+	broken := map[defKey]error{}
 	for _, f := range dropped {
-		broken[f.key] = true
+		broken[f.key] = f.err
 		e.log.Error("stored LoT definition does not build; it does not run", "kind", f.key.kind, "name", f.key.name, "err", f.err)
 	}
 	e.dep.Store(d)
@@ -59,9 +59,9 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 	for _, def := range list {
 		k := defKey{def.Kind, def.Name}
 		switch {
-		case broken[k] && (events == nil || !wasBroken[k]):
+		case broken[k] != nil && (events == nil || wasBroken[k] == nil):
 			e.unpublishSource(def.Kind, def.Name) // it no longer runs
-		case !broken[k] && (events == nil || wasBroken[k]):
+		case broken[k] == nil && (events == nil || wasBroken[k] != nil):
 			e.publishSource(d, def.Kind, def.Name, def.Source) // at start, or it builds again
 		}
 	}
@@ -70,7 +70,7 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 		switch {
 		case ev.Op == defs.Removed:
 			e.unpublishSource(ev.Kind, ev.Name)
-		case broken[k] || wasBroken[k]:
+		case broken[k] != nil || wasBroken[k] != nil:
 			// done above
 		case ev.Op == defs.Added || ev.Op == defs.Replaced:
 			e.publishSource(d, ev.Kind, ev.Name, ev.Source)
@@ -78,7 +78,7 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 	}
 	e.runStart(d, func(name string) bool {
 		k := defKey{defs.Action, name}
-		return events == nil || changedAction(events, name) || (wasBroken[k] && !broken[k])
+		return events == nil || changedAction(events, name) || (wasBroken[k] != nil && broken[k] == nil)
 	})
 }
 

@@ -150,6 +150,12 @@ func (e *Engine) Authorizer() broker.Authorizer { return authorizer{e} }
 
 // Authenticator wraps next with the Connect scope of the rules: a client
 // whose credentials next accepts is refused (0x87) when the rules deny it.
+// next checks the credentials; nil accepts none (0x86), since the gate
+// alone would admit any user name with any password.
+//
+// The broker asks its Authenticator only about clients that send a user
+// name: an anonymous client admitted by its listener never meets the
+// Connect rules.
 func (e *Engine) Authenticator(next broker.Authenticator) broker.Authenticator {
 	return connectGate{e, next}
 }
@@ -173,10 +179,11 @@ type connectGate struct {
 }
 
 func (g connectGate) Authenticate(info *broker.ConnInfo) error {
-	if g.next != nil {
-		if err := g.next.Authenticate(info); err != nil {
-			return err
-		}
+	if g.next == nil {
+		return packet.BadUserNameOrPassword
+	}
+	if err := g.next.Authenticate(info); err != nil {
+		return err
 	}
 	if !g.e.allowed(info, rules.Connect, "") {
 		return errNotAuthorizedConnect
