@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gantry/broker/topic"
 	"gantry/lot/check"
@@ -317,23 +318,46 @@ func (d *deployment) addAction(a *syntax.Action, source string, iopts *interp.Op
 	case syntax.TriggerEvery, syntax.TriggerDaily, syntax.TriggerTimestamp:
 		spec, err := timerSpec(t)
 		if err != nil {
-			return fmt.Errorf("action %q: %w", a.Name, err)
+			return posError{t.Start, fmt.Errorf("action %q: %w", a.Name, err)}
 		}
 		ac.timer = &spec
 	}
 	return nil
 }
 
+// minTimerInterval is the shortest ON EVERY the engine runs: the
+// scheduler's MinInterval, checked at deploy so that a faster timer is
+// refused instead of being stored and never run.
+const minTimerInterval = 10 * time.Millisecond
+
+// fixedUnits are the ON EVERY units of a fixed length.
+var fixedUnits = map[string]time.Duration{"MILLISECOND": time.Millisecond, "SECOND": time.Second,
+	"MINUTE": time.Minute, "HOUR": time.Hour, "DAY": 24 * time.Hour, "WEEK": 7 * 24 * time.Hour}
+
 // timerSpec turns a timer trigger into a schedule.
 func timerSpec(t *syntax.Trigger) (schedule.Spec, error) {
 	switch t.Kind {
 	case syntax.TriggerEvery:
-		return schedule.ParseEvery(t.Count, strings.ToLower(t.Unit.String()))
+		unit := strings.ToUpper(t.Unit.String())
+		if d, ok := fixedUnits[strings.TrimSuffix(unit, "S")]; ok && t.Count*float64(d) < float64(minTimerInterval) {
+			return schedule.Spec{}, fmt.Errorf("ON EVERY %s %s is shorter than the shortest timer, %v", t.CountText, unit, minTimerInterval)
+		}
+		return schedule.ParseEvery(t.Count, unit)
 	case syntax.TriggerDaily:
 		return schedule.ParseWeekly(t.Day, t.At)
 	}
 	return schedule.ParseTimestamp(t.At)
 }
+
+// posError is an error at a place of a definition's source.
+type posError struct {
+	pos syntax.Pos
+	err error
+}
+
+func (e posError) Error() string                { return e.err.Error() }
+func (e posError) Unwrap() error                { return e.err }
+func (e posError) Position() (line, column int) { return e.pos.Line, e.pos.Col }
 
 // diagError makes a checker diagnostic a positioned error for command
 // replies.

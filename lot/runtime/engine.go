@@ -137,7 +137,7 @@ func New(o Options) (*Engine, error) {
 	if e.cache, err = topiccache.New(o.Cache); err != nil {
 		return nil, err
 	}
-	if e.sched, err = schedule.New(&schedule.Options{Clock: o.Clock, Logger: log}); err != nil {
+	if e.sched, err = schedule.New(&schedule.Options{Clock: o.Clock, Logger: log, MinInterval: minTimerInterval}); err != nil {
 		return nil, err
 	}
 	if e.env, err = openEnv(o.EnvFile); err != nil {
