@@ -200,27 +200,25 @@ func (e *Engine) RunAction(ctx context.Context, _ command.Caller, name string, i
 		return nil, fmt.Errorf("%w: action %q", command.ErrNotFound, name)
 	}
 	res := &runResult{Status: "success", TraceID: newTraceID(), Published: []publishedJSON{}}
-	var ev *interp.Event
 	var inputs map[string]interp.Value
-	var err error
-	if a.def.Trigger != nil {
-		ev = simulatedEvent(input)
-	} else if inputs, err = callInputs(name, input); err != nil {
-		return nil, err
+	if a.def.Trigger == nil {
+		var err error
+		if inputs, err = callInputs(name, input); err != nil {
+			return nil, err
+		}
 	}
 	e.stats.Runs.Add(1)
-	fx := newEffects(e, ev)
+	fx := newEffects(e)
 	host := &interp.Host{Effects: fx, Topics: fx, Env: e.env, Callables: d, Models: d}
+	var err error
 	if a.def.Trigger != nil {
+		ev := simulatedEvent(input)
+		if ev.Topic != "" {
+			fx.frame.SetTrigger(ev.Topic, ev.Payload)
+		}
 		err = a.prog.Run(host, ev)
 	} else {
-		var out map[string]interp.Value
-		if out, err = a.prog.Call(host, inputs); err == nil {
-			res.Outputs = make(map[string]json.RawMessage, len(out))
-			for k, v := range out {
-				res.Outputs[k] = valueJSON(v)
-			}
-		}
+		res.Outputs, err = callOutputs(a.prog.Call(host, inputs))
 	}
 	if ferr := e.flush(fx, 0); err == nil && ferr != nil {
 		err = fmt.Errorf("action %s: %w", name, ferr)
@@ -233,6 +231,18 @@ func (e *Engine) RunAction(ctx context.Context, _ command.Caller, name string, i
 		if !w.Keep {
 			res.Published = append(res.Published, publishedJSON{Topic: w.Topic, Payload: string(w.Payload)})
 		}
+	}
+	return res, nil
+}
+
+// callOutputs encodes the OUTPUTs of a callable for the reply.
+func callOutputs(out map[string]interp.Value, err error) (map[string]json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	res := make(map[string]json.RawMessage, len(out))
+	for k, v := range out {
+		res[k] = valueJSON(v)
 	}
 	return res, nil
 }

@@ -155,15 +155,35 @@ func buildLenient(list []defs.Definition, iopts *interp.Options) (*deployment, [
 func compile(list []defs.Definition, iopts *interp.Options) (*deployment, []defError) {
 	d := &deployment{defs: list, actions: map[string]*action{}, models: map[string]*interp.Model{},
 		parsed: map[defKey]syntax.Def{}}
-	var fails []defError
-	fail := func(def defs.Definition, err error) {
-		fails = append(fails, defError{defKey{def.Kind, def.Name}, err})
+	if fails := d.check(list); len(fails) > 0 {
+		return nil, fails
 	}
+	fails := d.compileModels(list, iopts)
+	for _, def := range list {
+		if a, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Action); ok {
+			if err := d.addAction(a, def.Source, iopts); err != nil {
+				fails = append(fails, defError{defKey{def.Kind, def.Name}, err})
+			}
+		}
+	}
+	set, rfails := compileRules(list, d.parsed)
+	fails = append(fails, rfails...)
+	d.rules = set
+	if len(fails) > 0 {
+		return nil, fails
+	}
+	return d, nil
+}
+
+// check parses every definition into d.parsed and checks each against all
+// the others (lot/check), returning the problems of each.
+func (d *deployment) check(list []defs.Definition) []defError {
+	var fails []defError
 	env := check.Deployed{Callables: map[string]check.Callable{}, Models: map[string]check.Model{}}
 	for _, def := range list {
 		pd, err := parseOne(def)
 		if err != nil {
-			fail(def, err)
+			fails = append(fails, defError{defKey{def.Kind, def.Name}, err})
 			continue
 		}
 		d.parsed[defKey{def.Kind, def.Name}] = pd
@@ -179,35 +199,17 @@ func compile(list []defs.Definition, iopts *interp.Options) (*deployment, []defE
 		if pd == nil {
 			continue
 		}
-		f := &syntax.File{Name: def.Name, Src: def.Source, Defs: []syntax.Def{pd}}
 		var errs []error
-		for _, diag := range check.Check(f, env) {
+		for _, diag := range check.Check(&syntax.File{Name: def.Name, Src: def.Source, Defs: []syntax.Def{pd}}, env) {
 			if diag.Severity == check.Error {
 				errs = append(errs, diagError{diag})
 			}
 		}
 		if len(errs) > 0 {
-			fail(def, errors.Join(errs...))
+			fails = append(fails, defError{defKey{def.Kind, def.Name}, errors.Join(errs...)})
 		}
 	}
-	if len(fails) > 0 {
-		return nil, fails
-	}
-	fails = append(fails, d.compileModels(list, iopts)...)
-	for _, def := range list {
-		if a, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Action); ok {
-			if err := d.addAction(a, def.Source, iopts); err != nil {
-				fail(def, err)
-			}
-		}
-	}
-	set, rfails := compileRules(list, d.parsed)
-	fails = append(fails, rfails...)
-	d.rules = set
-	if len(fails) > 0 {
-		return nil, fails
-	}
-	return d, nil
+	return fails
 }
 
 // describeModels fills what the checker needs of every model, parents

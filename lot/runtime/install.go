@@ -56,6 +56,17 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 	wasBroken := e.broken
 	e.broken = broken
 	e.mu.Unlock()
+	e.publishChanges(d, list, events, broken, wasBroken)
+	e.runStart(d, func(name string) bool {
+		k := defKey{defs.Action, name}
+		return events == nil || changedAction(events, name) || (wasBroken[k] != nil && broken[k] == nil)
+	})
+}
+
+// publishChanges keeps the $SYS topics in step with a new deployment:
+// sources of new and changed definitions, of those that build again, and
+// none for removed ones and those that no longer build.
+func (e *Engine) publishChanges(d *deployment, list []defs.Definition, events []defs.Event, broken, wasBroken map[defKey]error) {
 	for _, def := range list {
 		k := defKey{def.Kind, def.Name}
 		switch {
@@ -76,10 +87,6 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 			e.publishSource(d, ev.Kind, ev.Name, ev.Source)
 		}
 	}
-	e.runStart(d, func(name string) bool {
-		k := defKey{defs.Action, name}
-		return events == nil || changedAction(events, name) || (wasBroken[k] != nil && broken[k] == nil)
-	})
 }
 
 // publishSource publishes a deployed definition's source, and an action's

@@ -186,12 +186,10 @@ type publishMeta struct {
 	qos    byte
 }
 
-func newEffects(e *Engine, ev *interp.Event) *effects {
-	fr := topiccache.NewFrame(e.cache, retainedReader{e.o.Broker})
-	if ev != nil && ev.Topic != "" {
-		fr.SetTrigger(ev.Topic, ev.Payload)
-	}
-	return &effects{frame: fr}
+// newEffects returns effects of a run that is not recycled (-runAction,
+// whose reply lists the writes after the flush).
+func newEffects(e *Engine) *effects {
+	return &effects{frame: topiccache.NewFrame(e.cache, retainedReader{e.o.Broker})}
 }
 
 func (f *effects) Publish(topic string, payload []byte, retain bool, qos byte) error {
