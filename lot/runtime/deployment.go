@@ -309,7 +309,13 @@ func (d *deployment) addAction(a *syntax.Action, source string, iopts *interp.Op
 	switch t.Kind {
 	case syntax.TriggerTopic, syntax.TriggerChange:
 		if err := topic.ValidateFilter(ac.filter); err != nil {
-			return fmt.Errorf("action %q: %w", a.Name, err)
+			return posError{t.Topic.Pos(), fmt.Errorf("action %q: %w", a.Name, err)}
+		}
+		if strings.HasPrefix(ac.filter, "$") {
+			// The trigger client subscribes to '#', which no '$' topic
+			// matches: the broker's own topics never trigger LoT.
+			return posError{t.Topic.Pos(), fmt.Errorf("action %q: %s %q: LoT does not trigger on $ topics (they belong to the broker)",
+				a.Name, t.Kind, ac.filter)}
 		}
 		ac.order = len(d.onMessage)
 		d.onMessage = append(d.onMessage, ac)

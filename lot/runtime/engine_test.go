@@ -47,6 +47,8 @@ func TestFailedDeployChangesNothing(t *testing.T) {
 		{"parse error on line 3", "DEFINE ACTION Echo\nON TOPIC \"in/msg\" DO\n    PUBLISH TOPIC WITH\n", 3},
 		{"PAYLOAD in a timer", "DEFINE ACTION Echo\nON EVERY 5 SECONDS DO\n    PUBLISH TOPIC \"t\" WITH PAYLOAD\n", 3},
 		{"unknown callable", "DEFINE ACTION Echo\nON TOPIC \"in/msg\" DO\n    CALL ACTION Missing WITH a = 1 RETURN r\n", 3},
+		{"a $ topic", "DEFINE ACTION Echo\nON TOPIC \"$SYS/#\" DO\n    PUBLISH TOPIC \"x\" WITH PAYLOAD\n", 2},
+		{"a timer too fast", "DEFINE ACTION Echo\nON EVERY 1 MILLISECOND DO\n    PUBLISH TOPIC \"x\" WITH 1\n", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := h.command("-addAction " + tc.source)
