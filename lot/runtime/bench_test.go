@@ -40,12 +40,18 @@ func benchEngine(b *testing.B, puts ...defs.Put) *Engine {
 }
 
 // BenchmarkTriggerPath is one client message through the trigger path with
-// ten ON TOPIC actions deployed, one of which matches and publishes:
-// cache write, matching, the run, and the flush through the broker (which
-// has no subscriber for the result).
+// ten (and a hundred) ON TOPIC actions deployed, one of which matches and
+// publishes: cache write, matching, the run, and the flush through the
+// broker (which has no subscriber for the result).
 func BenchmarkTriggerPath(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		b.Run(fmt.Sprintf("actions=%d", n), func(b *testing.B) { benchTriggerPath(b, n) })
+	}
+}
+
+func benchTriggerPath(b *testing.B, actions int) {
 	var puts []defs.Put
-	for i := range 10 {
+	for i := range actions {
 		puts = append(puts, defs.Put{Kind: defs.Action, Name: fmt.Sprintf("Line%d", i), Source: fmt.Sprintf(
 			"DEFINE ACTION Line%d\nON TOPIC \"plant/line%d/+/temp\" DO\n    PUBLISH TOPIC \"alerts/\" + TOPIC POSITION 3 WITH PAYLOAD + 1\n", i, i)})
 	}
