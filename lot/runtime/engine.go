@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"gantry/broker"
 	"gantry/broker/topic"
@@ -93,11 +94,12 @@ type Engine struct {
 	// matched is the trigger goroutine's buffer of matching actions.
 	matched []*topic.Entry[*action]
 
-	mu        sync.Mutex              // guards timers, errored, described, broken
+	mu        sync.Mutex              // guards timers, errored, described, broken, warned
 	timers    map[string]string       // action with a timer → its schedule, as text
 	errored   map[string]*errorRecord // actions that failed since they were deployed
 	described map[string]bool         // actions with a retained DESCRIPTION
 	broken    map[defKey]error        // stored definitions left out because they do not build, and why
+	warned    map[string]time.Time    // when warnLimited last logged each key
 	unwatch   func()
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -131,7 +133,7 @@ func New(o Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{},
+	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{}, warned: map[string]time.Time{},
 		events: make(chan broker.Event, eventQueue), lastPayload: map[string][]byte{}}
 	var err error
 	if e.cache, err = topiccache.New(o.Cache); err != nil {

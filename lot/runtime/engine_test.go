@@ -7,6 +7,7 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -306,7 +307,8 @@ func TestSysTopics(t *testing.T) {
 // $SYS/Coreflux/Actions/<name>/Error with line and column until a good
 // run clears it; other actions go on.
 func TestRuntimeErrors(t *testing.T) {
-	h := newHarness(t)
+	logs := &logCounter{}
+	h := newHarness(t, func(h *harness) { h.engineOpts = func(o *Options) { o.Logger = slog.New(logs) } })
 	h.mustCommand("-addAction DEFINE ACTION Divide\nON TOPIC \"calc\" DO\n    PUBLISH TOPIC \"calc/out\" WITH (10 / PAYLOAD)\n")
 	h.mustCommand("-addAction DEFINE ACTION Count\nON TOPIC \"calc\" DO\n    PUBLISH TOPIC \"calc/seen\" WITH PAYLOAD\n")
 	h.mustCommand("-addAction " + echoSource)
@@ -328,6 +330,9 @@ func TestRuntimeErrors(t *testing.T) {
 		}
 		return nil
 	})
+	if n := logs.count("action failed"); n != 1 {
+		t.Errorf("%d log lines for two failures in a row, want 1 (rate-limited)", n)
+	}
 	h.root.publish(t, "calc", "4", 0)
 	if got := h.root.await(t, "calc/out"); got != "2.5" {
 		t.Errorf("calc/out = %q, want 2.5", got)

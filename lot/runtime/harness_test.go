@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -86,6 +87,33 @@ func (u testUsers) Authenticate(info *broker.ConnInfo) error {
 		return packet.BadUserNameOrPassword
 	}
 	return nil
+}
+
+// ---- logs ----
+
+// logCounter is a slog.Handler that counts records by message.
+type logCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler      { return l }
+func (l *logCounter) WithGroup(string) slog.Handler           { return l }
+func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == nil {
+		l.n = map[string]int{}
+	}
+	l.n[r.Message]++
+	return nil
+}
+
+func (l *logCounter) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[msg]
 }
 
 // ---- harness ----

@@ -104,7 +104,7 @@ func (e *Engine) explode(mod *interp.Model, m *broker.Message) {
 	})
 	if err != nil {
 		e.stats.Errors.Add(1)
-		e.log.Warn("model explosion failed", "model", mod.Name(), "topic", m.Topic, "err", err)
+		e.warnLimited("model "+mod.Name(), "model explosion failed", "model", mod.Name(), "topic", m.Topic, "err", err)
 	}
 }
 
@@ -169,7 +169,7 @@ func (e *Engine) publishModel(d *deployment, m *interp.Model, inst interp.Instan
 	}
 	if err != nil {
 		e.stats.Errors.Add(1)
-		e.log.Warn("model failed", "model", m.Name(), "err", err)
+		e.warnLimited("model "+m.Name(), "model failed", "model", m.Name(), "err", err)
 	}
 }
 
@@ -264,16 +264,22 @@ type actionError struct {
 	Line   int       `json:"line,omitempty"`
 	Column int       `json:"column,omitempty"`
 	Time   time.Time `json:"time"`
-	Count  uint64    `json:"errors"` // failed runs since the action was deployed
+	Count  uint64    `json:"errors"` // failed runs of the action on this node since it was added
 }
 
 // errorTopic is where an action's last error is kept.
 func errorTopic(action string) string { return "$SYS/Coreflux/Actions/" + action + "/Error" }
 
+// errorLogInterval rate-limits the log line of an action that keeps
+// failing (its error topic has every error).
+const errorLogInterval = time.Minute
+
 // errorRecord is what the engine remembers of an action's failures.
 type errorRecord struct {
-	count     uint64 // failed runs since the action was deployed
-	published bool   // an error is retained on its error topic
+	count      uint64    // failed runs of the action on this node since it was added
+	published  bool      // an error is retained on its error topic
+	logged     time.Time // when a failure was last logged
+	suppressed uint64    // failures not logged since
 }
 
 // reportRun publishes a failed run's error retained on the action's error
@@ -302,16 +308,48 @@ func (e *Engine) reportRun(name string, err error) {
 	rec.count++
 	rec.published = true
 	n := rec.count
+	now := time.Now()
+	logIt, suppressed := now.Sub(rec.logged) >= errorLogInterval, rec.suppressed
+	if logIt {
+		rec.logged, rec.suppressed = now, 0
+	} else {
+		rec.suppressed++
+	}
 	e.mu.Unlock()
-	ae := actionError{Action: name, Error: err.Error(), Time: time.Now().UTC(), Count: n}
+	ae := actionError{Action: name, Error: err.Error(), Time: now.UTC(), Count: n}
 	var ie *interp.Error
 	if errors.As(err, &ie) {
 		ae.Line, ae.Column = ie.Pos.Line, ie.Pos.Col
 	}
 	data, _ := json.Marshal(ae)
 	e.publishSys(errorTopic(name), data)
-	e.log.Warn("action failed", "action", name, "err", err)
+	if logIt {
+		e.log.Warn("action failed", "action", name, "err", err, "errors", n, "not_logged_since_last", suppressed)
+	}
 }
+
+// warnLimited logs a warning unless one with the same key was logged less
+// than errorLogInterval ago: a model that fails on every message must not
+// flood the log.
+func (e *Engine) warnLimited(key, msg string, args ...any) {
+	now := time.Now()
+	e.mu.Lock()
+	last, seen := e.warned[key]
+	logIt := !seen || now.Sub(last) >= errorLogInterval
+	if logIt {
+		if !seen && len(e.warned) >= maxWarnKeys {
+			clear(e.warned)
+		}
+		e.warned[key] = now
+	}
+	e.mu.Unlock()
+	if logIt {
+		e.log.Warn(msg, args...)
+	}
+}
+
+// maxWarnKeys bounds the keys warnLimited remembers.
+const maxWarnKeys = 10_000
 
 // publishSys publishes a retained $SYS message (an empty payload clears it).
 func (e *Engine) publishSys(tp string, payload []byte) {
