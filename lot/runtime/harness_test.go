@@ -98,8 +98,8 @@ type logCounter struct {
 }
 
 func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l *logCounter) WithGroup(string) slog.Handler           { return l }
+func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logCounter) WithGroup(string) slog.Handler            { return l }
 func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
