@@ -29,6 +29,7 @@ type deployment struct {
 	exploding []*interp.Model     // models that explode JSON arriving on their topic
 	rules     *rules.Set
 	parsed    map[defKey]syntax.Def
+	watch     []string // the trigger client's filters (watchFilters)
 }
 
 type defKey struct {
@@ -172,6 +173,7 @@ func compile(list []defs.Definition, iopts *interp.Options) (*deployment, []defE
 	if len(fails) > 0 {
 		return nil, fails
 	}
+	d.watch = watchFilters(d)
 	return d, nil
 }
 
@@ -312,8 +314,8 @@ func (d *deployment) addAction(a *syntax.Action, source string, iopts *interp.Op
 			return posError{t.Topic.Pos(), fmt.Errorf("action %q: %w", a.Name, err)}
 		}
 		if strings.HasPrefix(ac.filter, "$") {
-			// The trigger client subscribes to '#', which no '$' topic
-			// matches: the broker's own topics never trigger LoT.
+			// The broker's own topics never trigger LoT: its statistics
+			// and commands are not events of the plant.
 			return posError{t.Topic.Pos(), fmt.Errorf("action %q: %s %q: LoT does not trigger on $ topics (they belong to the broker)",
 				a.Name, t.Kind, ac.filter)}
 		}

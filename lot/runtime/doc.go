@@ -33,9 +33,13 @@
 //
 // # Triggers
 //
-// One in-process client subscribed to '#' sees every message once, in
-// routing order, on its own goroutine. Each message updates the topic
-// cache, then runs the ON TOPIC and ON CHANGE actions whose filter matches
+// One in-process client sees, once each, in routing order, on its own
+// goroutine, the messages deployed LoT reacts to or reads: it subscribes
+// to the trigger filters, the models' topics and every topic a GET TOPIC,
+// TOPIC EXISTS or GET TOPIC ... IS names (watch.go), to '#' only when a
+// GET TOPIC computes its topic, plus Options.Watch. A node without LoT
+// subscribes to nothing, so its messages pay nothing for LoT. Each message
+// updates the topic cache, then runs the ON TOPIC and ON CHANGE actions whose filter matches
 // (found in a topic tree, run in deployment order), explodes JSON arriving
 // on a model's topic into <topic>/<key>, and publishes the AS TRIGGER
 // models it triggers. ON CHANGE compares with the previous payload of the

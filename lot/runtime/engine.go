@@ -48,6 +48,10 @@ type Options struct {
 	EnvFile string
 	// HopLimit bounds action chains (0: DefaultHopLimit).
 	HopLimit int
+	// Watch are topic filters whose messages the topic cache keeps
+	// whatever is deployed (the engine otherwise watches only the topics
+	// deployed LoT reads or reacts to; see watch.go).
+	Watch []string
 	// SeedRules puts the three seed rules (everyone may connect, publish
 	// and subscribe) into an empty store at Start, as a new broker has.
 	SeedRules bool
@@ -84,7 +88,7 @@ type Engine struct {
 	dep     atomic.Pointer[deployment]
 	scratch sync.Pool // *runScratch of action runs
 
-	trig   *broker.Client // '#': triggers and the cache; publishes as LoT
+	trig   *broker.Client // subscribed to what LoT watches (watch.go); publishes as LoT
 	cmd    *broker.Client // the command topic
 	events chan broker.Event
 
@@ -94,12 +98,13 @@ type Engine struct {
 	// matched is the trigger goroutine's buffer of matching actions.
 	matched []*topic.Entry[*action]
 
-	mu        sync.Mutex              // guards timers, errored, described, broken, warned
+	mu        sync.Mutex              // guards timers, errored, described, broken, warned, watching
 	timers    map[string]string       // action with a timer → its schedule, as text
 	errored   map[string]*errorRecord // actions that failed since they were deployed
 	described map[string]bool         // actions with a retained DESCRIPTION
 	broken    map[defKey]error        // stored definitions left out because they do not build, and why
 	warned    map[string]time.Time    // when warnLimited last logged each key
+	watching  map[string]bool         // the trigger client's subscriptions
 	unwatch   func()
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -133,7 +138,7 @@ func New(o Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{}, warned: map[string]time.Time{},
+	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{}, warned: map[string]time.Time{}, watching: map[string]bool{},
 		events: make(chan broker.Event, eventQueue), lastPayload: map[string][]byte{}}
 	var err error
 	if e.cache, err = topiccache.New(o.Cache); err != nil {
@@ -174,9 +179,6 @@ func (e *Engine) Start() error {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.trig = e.o.Broker.NewClient(triggerClientID, broker.OriginLoT, e.onMessage)
 	e.cmd = e.o.Broker.NewClient(commandClientID, broker.OriginBroker, e.onCommand)
-	if err := e.trig.Subscribe("#", 0); err != nil {
-		return fmt.Errorf("runtime: subscribe: %w", err)
-	}
 	snapshot, version, cancel := e.o.Store.Watch(e.onApplied)
 	e.unwatch = cancel
 	e.install(snapshot, nil)

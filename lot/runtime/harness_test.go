@@ -172,7 +172,8 @@ func (h *harness) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Broker: srv, Store: store, Users: h.users, EnvFile: h.envFile, SeedRules: true, Clock: h.clock}
+	o := Options{Broker: srv, Store: store, Users: h.users, EnvFile: h.envFile, SeedRules: true, Clock: h.clock,
+		Watch: []string{"zz/barrier/#"}}
 	if h.engineOpts != nil {
 		h.engineOpts(&o)
 	}

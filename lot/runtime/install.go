@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 
 	"gantry/lot/defs"
 	"gantry/lot/schedule"
@@ -51,6 +52,7 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 	}
 	e.dep.Store(d)
 	e.rules.Swap(d.rules)
+	e.watch(append(slices.Clone(e.o.Watch), d.watch...))
 	e.reschedule(d)
 	e.mu.Lock()
 	wasBroken := e.broken
