@@ -18,8 +18,8 @@ const (
 )
 
 // openLoT opens the definitions store and builds the LoT engine, which
-// then decides access (its built-in rules include what broker/auth's do)
-// and sees client events.
+// then decides access on connect, publish and subscribe (its built-in
+// rules include what broker/auth's do) and sees client events.
 func (n *Node) openLoT() error {
 	store, err := defs.OpenLocal(filepath.Join(n.cfg.DataDir, lotDir), nil)
 	if err != nil {
@@ -37,7 +37,6 @@ func (n *Node) openLoT() error {
 		return err
 	}
 	n.LoT = eng
-	n.Broker.SetAuthenticator(eng.Authenticator(n.authn))
 	n.Broker.SetAuthorizer(eng.Authorizer())
 	n.Broker.AddObserver(eng)
 	return nil

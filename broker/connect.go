@@ -166,6 +166,19 @@ func (c *conn) refuseLimit(lim limit, msg string, max int) packet.ReasonCode {
 }
 
 func (c *conn) authenticate(cp *packet.Connect) packet.ReasonCode {
+	rc := c.checkCredentials(cp)
+	if rc != packet.Success {
+		return rc
+	}
+	if ca, ok := c.srv.authz.(ConnectAuthorizer); ok && !ca.CanConnect(&c.info) {
+		return packet.NotAuthorized
+	}
+	return packet.Success
+}
+
+// checkCredentials accepts an anonymous client its listener allows, or
+// asks the Authenticator about the user name and password.
+func (c *conn) checkCredentials(cp *packet.Connect) packet.ReasonCode {
 	if c.version == packet.V5 && cp.Props.AuthMethod != "" {
 		return packet.BadAuthenticationMethod
 	}

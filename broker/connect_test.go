@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -427,5 +428,44 @@ func TestShutdownDisconnectsClients(t *testing.T) {
 	if nc, err := net.DialTimeout("tcp", s.addr, waitTimeout); err == nil {
 		nc.Close()
 		t.Fatal("listener still accepting after Shutdown")
+	}
+}
+
+// onlyGateways admits clients whose identifier starts with "gw", anonymous
+// or not (a broker.ConnectAuthorizer); it allows every publish and
+// subscription.
+type onlyGateways struct{}
+
+func (onlyGateways) CanPublish(*broker.ConnInfo, string) bool   { return true }
+func (onlyGateways) CanSubscribe(*broker.ConnInfo, string) bool { return true }
+func (onlyGateways) CanConnect(info *broker.ConnInfo) bool {
+	return strings.HasPrefix(info.ClientID, "gw")
+}
+
+// TestConnectAuthorizer: an Authorizer that can admit connections decides
+// after the credentials, for anonymous clients too (v5 0x87, v3 code 5).
+func TestConnectAuthorizer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, broker.Options{}, func(s *broker.Server) { s.SetAuthorizer(onlyGateways{}) })
+	for _, tc := range []struct {
+		id   string
+		v    packet.Version
+		want packet.ReasonCode
+	}{
+		{"gw1", packet.V5, packet.Success},
+		{"laptop", packet.V5, packet.NotAuthorized},
+		{"laptop", packet.V311, packet.NotAuthorized},
+	} {
+		t.Run(tc.id+"/v"+strconv.Itoa(int(tc.v)), func(t *testing.T) {
+			c := dialRaw(t, s.addr, tc.v)
+			c.send((&packet.Connect{Version: tc.v, CleanStart: true, KeepAlive: 30, ClientID: tc.id}).Append(nil))
+			ack := expectPacket[*packet.Connack](c)
+			if ack.ReasonCode != tc.want {
+				t.Fatalf("CONNACK %v, want %v", ack.ReasonCode, tc.want)
+			}
+			if tc.want != packet.Success {
+				c.expectClosed(waitTimeout)
+			}
+		})
 	}
 }

@@ -39,6 +39,13 @@ type Authorizer interface {
 	CanSubscribe(info *ConnInfo, filter string) bool
 }
 
+// ConnectAuthorizer is an optional capability of an Authorizer: it admits
+// a client once its credentials, or its anonymity, were accepted. false
+// refuses the CONNECT with 0x87 (not authorized).
+type ConnectAuthorizer interface {
+	CanConnect(info *ConnInfo) bool
+}
+
 // Resolver completes a deferred publish. Resolve(nil) routes and
 // acknowledges it; Resolve(err) refuses it with err's reason code.
 type Resolver interface {

@@ -643,8 +643,6 @@ func TestConnectRulesAndAnonymousClients(t *testing.T) {
 	c, ca, err := h.tryConnect("", "laptop")
 	if err == nil {
 		c.close()
-		t.Skip("bug: broker/connect.go authenticate() calls the Authenticator only for a CONNECT with a user name, " +
-			"so DEFINE RULE ... FOR Connect cannot refuse an anonymous client the listener admits (LOT.md 6.6 R5)")
 	}
 	if ca == nil || ca.ReasonCode != 0x87 {
 		t.Errorf("anonymous laptop: %v, CONNACK %+v; want 0x87", err, ca)

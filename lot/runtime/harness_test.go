@@ -183,7 +183,7 @@ func (h *harness) start() {
 	}
 	// As appliance/wire_lot.go: the engine gates CONNECT after the
 	// credential check, decides publish and subscribe, observes clients.
-	srv.SetAuthenticator(eng.Authenticator(h.users))
+	srv.SetAuthenticator(h.users)
 	srv.SetAuthorizer(eng.Authorizer())
 	srv.AddObserver(eng)
 	if err := eng.Start(); err != nil {

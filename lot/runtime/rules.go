@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"gantry/broker"
-	"gantry/broker/packet"
 	"gantry/lot/command"
 	"gantry/lot/defs"
 	"gantry/lot/rules"
@@ -145,20 +144,9 @@ func ruleArg(x syntax.Expr) (s string, pos int) {
 }
 
 // Authorizer returns the broker access hook that enforces the deployed
-// rules (built-in, seed and user rules).
+// rules (built-in, seed and user rules) on connect (it is a
+// broker.ConnectAuthorizer), publish and subscribe.
 func (e *Engine) Authorizer() broker.Authorizer { return authorizer{e} }
-
-// Authenticator wraps next with the Connect scope of the rules: a client
-// whose credentials next accepts is refused (0x87) when the rules deny it.
-// next checks the credentials; nil accepts none (0x86), since the gate
-// alone would admit any user name with any password.
-//
-// The broker asks its Authenticator only about clients that send a user
-// name: an anonymous client admitted by its listener never meets the
-// Connect rules.
-func (e *Engine) Authenticator(next broker.Authenticator) broker.Authenticator {
-	return connectGate{e, next}
-}
 
 type authorizer struct{ e *Engine }
 
@@ -170,25 +158,10 @@ func (a authorizer) CanSubscribe(info *broker.ConnInfo, filter string) bool {
 	return a.e.allowed(info, rules.SubscribeScope(filter), filter)
 }
 
-// errNotAuthorizedConnect refuses a CONNECT the rules deny.
-var errNotAuthorizedConnect error = packet.NotAuthorized
-
-type connectGate struct {
-	e    *Engine
-	next broker.Authenticator
-}
-
-func (g connectGate) Authenticate(info *broker.ConnInfo) error {
-	if g.next == nil {
-		return packet.BadUserNameOrPassword
-	}
-	if err := g.next.Authenticate(info); err != nil {
-		return err
-	}
-	if !g.e.allowed(info, rules.Connect, "") {
-		return errNotAuthorizedConnect
-	}
-	return nil
+// CanConnect implements broker.ConnectAuthorizer: the Connect scope of
+// the rules, for clients with credentials and anonymous ones alike.
+func (a authorizer) CanConnect(info *broker.ConnInfo) bool {
+	return a.e.allowed(info, rules.Connect, "")
 }
 
 // allowed evaluates one request against the current rule set. It runs on
