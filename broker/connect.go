@@ -286,7 +286,8 @@ func (c *conn) accept(cp *packet.Connect) error {
 	}
 	c.queueCtrl(func(b []byte) []byte { return ack.Append(b, c.version) })
 	c.startWriter() // the first writer: see newConn
-	c.srv.emit(Event{Kind: EventConnect, ClientID: cp.ClientID, Username: cp.Username, Remote: addrString(c.info.RemoteAddr)})
+	c.srv.emit(Event{Kind: EventConnect, ClientID: cp.ClientID, Username: cp.Username, Remote: addrString(c.info.RemoteAddr),
+		CleanStart: cp.CleanStart})
 	c.srv.opts.Logger.Debug("client connected", "component", "broker", "client", cp.ClientID, "remote", c.info.RemoteAddr,
 		"version", int(c.version), "session_present", present)
 	return nil

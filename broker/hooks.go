@@ -103,8 +103,11 @@ type Event struct {
 	Username string
 	Remote   string
 	Filter   string // subscribe, unsubscribe
-	QoS      byte   // subscribe
-	Reason   error  // disconnect: nil for a normal DISCONNECT
+	// CleanStart is the connect's Clean Start (MQTT 5) or Clean Session
+	// (3.1.1) flag.
+	CleanStart bool
+	QoS        byte  // subscribe
+	Reason     error // disconnect: nil for a normal DISCONNECT
 }
 
 // Observer receives events. It is called synchronously on the goroutine

@@ -415,15 +415,15 @@ func TestPeerMessagesDoNotTrigger(t *testing.T) {
 // real client.
 func TestSessionTriggers(t *testing.T) {
 	h := newHarness(t)
-	h.mustCommand(`-addAction DEFINE ACTION Hi ON CONNECT DO PUBLISH TOPIC "sessions/connected" WITH CLIENTID + " " + USER`)
+	h.mustCommand(`-addAction DEFINE ACTION Hi ON CONNECT DO PUBLISH TOPIC "sessions/connected" WITH CLIENTID + " " + USER + " " + CLEANSESSION`)
 	h.mustCommand(`-addAction DEFINE ACTION Sub ON SUBSCRIBE "data/#" DO PUBLISH TOPIC "sessions/subscribed" WITH CLIENTID + " " + SUBSCRIBETOPIC`)
 	h.mustCommand(`-addAction DEFINE ACTION AnySub ON SUBSCRIBE DO PUBLISH TOPIC "sessions/any" WITH SUBSCRIBETOPIC`)
 	h.mustCommand(`-addAction DEFINE ACTION Bye ON DISCONNECT DO PUBLISH TOPIC "sessions/gone" WITH CLIENTID`)
 	h.mustCommand(`-addRule DEFINE RULE NoSecrets WITH PRIORITY 100 FOR Subscribe TO TOPIC "data/secret" DENY`)
 
 	bob := h.connect("bob", "bob-1")
-	if got := h.root.await(t, "sessions/connected"); got != "bob-1 bob" {
-		t.Errorf("ON CONNECT: %q, want \"bob-1 bob\"", got)
+	if got := h.root.await(t, "sessions/connected"); got != "bob-1 bob true" {
+		t.Errorf("ON CONNECT: %q, want \"bob-1 bob true\" (clean start)", got)
 	}
 	wantCodes(t, "bob subscribes", bob.subscribe(t, "other/x", "data/secret", "data/x"), 0, 0x87, 0)
 	if got := h.root.await(t, "sessions/subscribed"); got != "bob-1 data/x" {
@@ -444,8 +444,8 @@ func TestSessionTriggers(t *testing.T) {
 		t.Fatal("mallory connected with a wrong password")
 	}
 	h.connect("alice", "alice-1")
-	if got := h.root.await(t, "sessions/connected"); got != "alice-1 alice" {
-		t.Errorf("ON CONNECT: %q, want \"alice-1 alice\" (nothing for mallory)", got)
+	if got := h.root.await(t, "sessions/connected"); got != "alice-1 alice true" {
+		t.Errorf("ON CONNECT: %q, want \"alice-1 alice true\" (nothing for mallory)", got)
 	}
 	if got := h.root.on("sessions/any"); len(got) != 2 {
 		t.Errorf("sessions/any = %q, want bob's two granted subscriptions", got)

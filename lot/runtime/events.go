@@ -48,7 +48,7 @@ func (e *Engine) handleEvent(ev broker.Event) {
 		kind = syntax.TriggerSubscribe
 	}
 	s := interp.Session{ClientID: ev.ClientID, User: ev.Username, Endpoint: ev.Remote,
-		SubscribeTopic: ev.Filter, SubscribeQoS: ev.QoS}
+		SubscribeTopic: ev.Filter, SubscribeQoS: ev.QoS, CleanSession: ev.CleanStart}
 	if ev.Reason != nil {
 		s.DisconnectReason = ev.Reason.Error()
 	}
