@@ -455,9 +455,12 @@ func TestSessionTriggers(t *testing.T) {
 // TestCommands: -listEntities, -setEnv and GET ENV, -setSecret,
 // -removeAction, -removeAllActions and -removeAllModels.
 func TestCommands(t *testing.T) {
+	// The process environment holds the node's own settings: GET ENV
+	// must not read it.
+	t.Setenv("COREFLUX_CLUSTER_SHARED_SECRET", "node-secret")
 	h := newHarness(t)
 	h.mustCommand("-addAction " + echoSource)
-	h.mustCommand(`-addAction DEFINE ACTION Site ON TOPIC "site/q" DO PUBLISH TOPIC "site/a" WITH GET ENV "SITE" + "/" + GET SECRET "TOKEN"`)
+	h.mustCommand(`-addAction DEFINE ACTION Site ON TOPIC "site/q" DO PUBLISH TOPIC "site/a" WITH GET ENV "SITE" + "/" + GET SECRET "TOKEN" + GET ENV "COREFLUX_CLUSTER_SHARED_SECRET"`)
 	h.mustCommand(`-addAction DEFINE ACTION Tick ON EVERY 1 SECOND DO PUBLISH TOPIC "tick" WITH "t"`)
 	h.mustCommand("-addModel DEFINE MODEL Dev WITH TOPIC \"dev/data\"")
 

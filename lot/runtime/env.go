@@ -47,16 +47,15 @@ func openEnv(path string) (*envStore, error) {
 	return s, nil
 }
 
-// Env implements interp.EnvReader: a value set with -setEnv, else the
-// process environment.
+// Env implements interp.EnvReader: a value set with -setEnv. The process
+// environment is not read: it holds the node's own settings (the cluster's
+// SharedSecret among them), which anyone allowed to deploy an action could
+// otherwise publish.
 func (s *envStore) Env(name string) (string, bool) {
 	s.mu.RLock()
+	defer s.mu.RUnlock()
 	v, ok := s.vals.Env[name]
-	s.mu.RUnlock()
-	if ok {
-		return v, true
-	}
-	return os.LookupEnv(name)
+	return v, ok
 }
 
 // Secret implements interp.EnvReader.
