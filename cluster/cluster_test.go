@@ -108,7 +108,7 @@ func TestFrozenLeader(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	c.Isolate(c.Index(old))
+	c.Pause(c.Index(old))
 	next := c.WaitLeader(5*time.Second, rest...)
 	took := time.Since(start)
 	t.Logf("leader %s frozen; %s leads after %v", old.Name, next.Name, took)
@@ -122,7 +122,7 @@ func TestFrozenLeader(t *testing.T) {
 		}
 		return nil
 	})
-	c.Heal()
+	c.Resume(c.Index(old))
 	c.WaitLeader(5 * time.Second)
 	waitMembers(t, c, 3, 10*time.Second)
 }

@@ -218,12 +218,22 @@ func (c *Cluster) Partition(groups ...[]int) {
 	}
 }
 
-// Isolate cuts member i from every other member: to the others it is
-// frozen (its connections stall, they do not reset), like SIGSTOP.
-func (c *Cluster) Isolate(i int) {
+// Pause freezes member i as the others see it: every connection to and
+// from it stalls without resetting, as with a SIGSTOPped process or a
+// pulled cable (the member itself goes on running, cut off). Resume ends it.
+func (c *Cluster) Pause(i int) {
 	for j, b := range c.Members {
 		if j != i {
 			c.Net.Cut(c.Members[i].IP, b.IP)
+		}
+	}
+}
+
+// Resume lets member i's traffic flow again after Pause.
+func (c *Cluster) Resume(i int) {
+	for j, b := range c.Members {
+		if j != i {
+			c.Net.Mend(c.Members[i].IP, b.IP)
 		}
 	}
 }
