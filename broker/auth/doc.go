@@ -1,4 +1,5 @@
-// Package auth holds Gantry's users and its built-in access rules.
+// Package auth holds Gantry's users and checks their credentials. Access
+// rules are LoT's (lot/rules, enforced by lot/runtime).
 //
 // Store keeps users in DataDir/users.json (mode 0600), each with a bcrypt
 // hash of the password and an administrator flag. The file is the only
@@ -13,11 +14,6 @@
 // failures (Throttle). Successful verifications are cached for a short
 // time under an HMAC of the password with a per-process key, so a
 // reconnect storm does not cost one bcrypt hash per client.
-//
-// Rules implements broker.Authorizer with the built-in access rules: only
-// administrators publish to $SYS topics; others may subscribe to the
-// statistics under $SYS/broker/ and $SYS/Coreflux/Cluster/ but to no other
-// $SYS topic (command output in particular).
 //
 // All types are safe for concurrent use.
 package auth
