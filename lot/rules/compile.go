@@ -54,7 +54,13 @@ func (o *Options) withDefaults() Options {
 // priority (then name). It is safe for concurrent use.
 type Set struct {
 	byScope [numScopes][]compiled
-	rules   []Rule // as given, sorted by name, for Rules
+	// open is, per scope, the rule that decides every request of the
+	// scope's ordinary topics at once: the lowest priority holds an
+	// unconditional ALLOW on '#' (or on every topic) and nothing that can
+	// deny. The seed rules make Publish and Subscribe open, so a broker
+	// without user rules pays almost nothing per publish.
+	open  [numScopes]*compiled
+	rules []Rule // as given, sorted by name, for Rules
 }
 
 // compiled is one rule ready for evaluation.
@@ -116,7 +122,27 @@ func Compile(rules []Rule, opts *Options) (*Set, error) {
 		})
 	}
 	slices.SortFunc(s.rules, func(a, b Rule) int { return cmp.Compare(a.Name, b.Name) })
+	for i, rules := range s.byScope {
+		s.open[i] = openRule(rules)
+	}
 	return s, nil
+}
+
+// openRule returns the rule of the lowest priority of rules (sorted) that
+// allows every topic unconditionally, when no rule of that priority can
+// deny; nil otherwise.
+func openRule(rules []compiled) *compiled {
+	var open *compiled
+	for i := 0; i < len(rules) && rules[i].priority == rules[0].priority; i++ {
+		c := &rules[i]
+		if c.then == Deny || c.els == Deny {
+			return nil
+		}
+		if open == nil && c.cond == nil && (c.filter == "" || c.filter == "#") {
+			open = c
+		}
+	}
+	return open
 }
 
 func compileRule(r *Rule, o Options) (compiled, error) {

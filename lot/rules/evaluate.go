@@ -31,6 +31,9 @@ func (s *Set) Evaluate(r *Request) Decision {
 	if sub {
 		tp = stripShare(tp)
 	}
+	if o := s.open[r.Scope]; o != nil && (o.filter == "" || (tp != "" && tp[0] != '$')) {
+		return Decision{Allowed: true, Reason: ByRule, Rule: o.name, Priority: o.priority}
+	}
 	rules := s.byScope[r.Scope]
 	for i := 0; i < len(rules); {
 		p := rules[i].priority

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -290,4 +291,38 @@ type mapState map[string]string
 func (m mapState) Lookup(topic string) ([]byte, bool) {
 	v, ok := m[topic]
 	return []byte(v), ok
+}
+
+// TestOpenScope: a scope whose lowest priority allows every topic without
+// condition is decided at once, and only then: a lower DENY, a DENY at the
+// same priority, or a '$' topic go through the rules.
+func TestOpenScope(t *testing.T) {
+	seeds := Seeds()
+	deny := Rule{Name: "NoSecrets", Priority: 5, Scope: Publish, TopicFilter: "secret/#", Then: Deny}
+	tie := Rule{Name: "TieDeny", Priority: SeedPriority, Scope: Publish, TopicFilter: "x/#", Then: Deny}
+	tests := []struct {
+		name  string
+		rules []Rule
+		topic string
+		want  bool
+		rule  string
+	}{
+		{"seeds only", seeds, "plant/a", true, "AllowPublishTopic"},
+		{"lower deny applies", append(slices.Clone(seeds), deny), "secret/a", false, "NoSecrets"},
+		{"lower deny elsewhere", append(slices.Clone(seeds), deny), "plant/a", true, "AllowPublishTopic"},
+		{"deny at the same priority wins", append(slices.Clone(seeds), tie), "x/1", false, "TieDeny"},
+		{"'$' topic is not covered by '#'", seeds, "$weird", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := Compile(tt.rules, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := set.Evaluate(&Request{Scope: Publish, Topic: tt.topic})
+			if d.Allowed != tt.want || d.Rule != tt.rule {
+				t.Errorf("Evaluate(%q) = %+v, want allowed %v by %q", tt.topic, d, tt.want, tt.rule)
+			}
+		})
+	}
 }
