@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 
 	"gantry/broker/auth"
@@ -58,10 +59,45 @@ func (u lotUsers) AddUser(_ context.Context, _ command.Caller, name, password st
 	return u.s.Add(name, password, false)
 }
 
-func (u lotUsers) RemoveUser(_ context.Context, _ command.Caller, name string) error {
+// RemoveUser removes a user. Only an administrator may remove an
+// administrator, and the last administrator stays.
+func (u lotUsers) RemoveUser(_ context.Context, c command.Caller, name string) error {
+	if err := u.mayManage(c, name); err != nil {
+		return err
+	}
+	if t, ok := u.s.Lookup(name); ok && t.Admin && u.admins() == 1 {
+		return fmt.Errorf("%s is the last administrator; add another one first", name)
+	}
 	return u.s.Remove(name)
 }
 
-func (u lotUsers) ChangePassword(_ context.Context, _ command.Caller, name, password string) error {
+// ChangePassword sets a user's password. Only an administrator may change
+// an administrator's: a user granted password changes by a rule must not
+// be able to take over root.
+func (u lotUsers) ChangePassword(_ context.Context, c command.Caller, name, password string) error {
+	if err := u.mayManage(c, name); err != nil {
+		return err
+	}
 	return u.s.SetPassword(name, password)
+}
+
+// mayManage refuses a caller who is not an administrator acting on one.
+func (u lotUsers) mayManage(c command.Caller, name string) error {
+	if t, ok := u.s.Lookup(name); !ok || !t.Admin {
+		return nil
+	}
+	if me, ok := u.s.Lookup(c.User); ok && me.Admin {
+		return nil
+	}
+	return fmt.Errorf("only an administrator may change the administrator %s", name)
+}
+
+func (u lotUsers) admins() int {
+	n := 0
+	for _, name := range u.s.Names() {
+		if usr, ok := u.s.Lookup(name); ok && usr.Admin {
+			n++
+		}
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -53,7 +54,16 @@ type Store struct {
 	modTime time.Time
 	size    int64
 	inode   uint64
+
+	// statted is when the file was last looked at (Unix ns): Lookup, which
+	// access checks call on every publish, looks at most every
+	// lookupStatEvery; Verify (a login) always looks.
+	statted atomic.Int64
 }
+
+// lookupStatEvery bounds how stale Lookup may be about a change made by
+// another process (the gantry command).
+const lookupStatEvery = time.Second
 
 // Open loads the users file in dir, creating dir if needed. A missing file
 // is an empty store; an unreadable or corrupt one is an error naming it.
@@ -73,6 +83,7 @@ func (s *Store) Path() string { return s.path }
 
 // reload re-reads the file when its size or modification time changed.
 func (s *Store) reload() error {
+	s.statted.Store(time.Now().UnixNano())
 	st, err := os.Stat(s.path)
 	if errors.Is(err, os.ErrNotExist) {
 		s.mu.Lock()
@@ -119,9 +130,16 @@ func readUsers(path string) (map[string]User, error) {
 	return users, nil
 }
 
-// Lookup returns the user called name.
+// Lookup returns the user called name. A change made by another process
+// is seen within lookupStatEvery (a login through Verify sees it at once).
 func (s *Store) Lookup(name string) (User, bool) {
-	s.reload()
+	if now := time.Now().UnixNano(); now-s.statted.Load() >= int64(lookupStatEvery) {
+		s.reload()
+	}
+	return s.cached(name)
+}
+
+func (s *Store) cached(name string) (User, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	u, ok := s.users[name]
@@ -149,9 +167,10 @@ func (s *Store) Names() []string {
 	return names
 }
 
-// Verify checks name's password.
+// Verify checks name's password, against the file as it is now.
 func (s *Store) Verify(name string, password []byte) (User, error) {
-	u, ok := s.Lookup(name)
+	s.reload()
+	u, ok := s.cached(name)
 	if !ok {
 		// Spend the same time as for a known user, so that timing does
 		// not tell which names exist.
