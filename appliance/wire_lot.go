@@ -14,8 +14,9 @@ import (
 
 // Files of LoT under the data directory.
 const (
-	lotDir     = "lot"          // the definitions store
-	lotEnvFile = "lot-env.json" // values of -setEnv and -setSecret (mode 0600)
+	lotDir      = "lot"          // the definitions store
+	lotEnvFile  = "lot-env.json" // values of -setEnv and -setSecret (mode 0600)
+	projectsDir = "projects"     // the projects -loadProject NAME reads
 )
 
 // openLoT opens the definitions store and builds the LoT engine, which
@@ -31,7 +32,8 @@ func (n *Node) openLoT() error {
 	}
 	eng, err := runtime.New(runtime.Options{
 		Broker: n.Broker, Store: store, Users: lotUsers{n.Users},
-		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), SeedRules: true, Logger: n.log,
+		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
+		SeedRules: true, Logger: n.log,
 		Handlers: command.Handlers{Users: lotUsers{n.Users}},
 	})
 	if err != nil {

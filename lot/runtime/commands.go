@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,6 +89,11 @@ func (s syntaxError) Suggestions() []string {
 // only the problems of what c puts, and of what built before and would
 // not after, refuse it.
 func (e *Engine) apply(ctx context.Context, c defs.Change) (defs.Applied, error) {
+	// Checked against the store and applied without another deploy in
+	// between, so that two deploys cannot each pass and together break a
+	// definition (the console and the cluster apply concurrently).
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
 	e.mu.Lock()
 	wasBroken := e.broken
 	e.mu.Unlock()
@@ -321,20 +327,31 @@ func (e *Engine) SetSecret(_ context.Context, _ command.Caller, name, value stri
 
 // LoadProject implements command.Projects: every .lot file under dir,
 // as one change.
-func (e *Engine) LoadProject(ctx context.Context, _ command.Caller, dir string) (any, error) {
+func (e *Engine) LoadProject(ctx context.Context, _ command.Caller, name string) (any, error) {
+	if e.o.ProjectsDir == "" {
+		return nil, errors.New("this node has no projects folder")
+	}
+	if name == "" || filepath.IsAbs(name) || !filepath.IsLocal(name) {
+		return nil, fmt.Errorf("project %q: give a folder name below the projects folder %s", name, e.o.ProjectsDir)
+	}
+	root, err := os.OpenRoot(e.o.ProjectsDir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	var puts []defs.Put
 	var files int
-	err := filepath.WalkDir(dir, func(path string, de os.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), filepath.ToSlash(name), func(path string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if de.IsDir() || !strings.EqualFold(filepath.Ext(path), ".lot") {
-			return nil
+		if !de.Type().IsRegular() || !strings.EqualFold(filepath.Ext(path), ".lot") {
+			return nil // folders are walked; links and other files are not read
 		}
 		if files++; files > maxProjectFiles {
 			return fmt.Errorf("more than %d .lot files", maxProjectFiles)
 		}
-		src, err := os.ReadFile(path)
+		src, err := fs.ReadFile(root.FS(), path)
 		if err != nil {
 			return err
 		}
@@ -355,7 +372,7 @@ func (e *Engine) LoadProject(ctx context.Context, _ command.Caller, dir string) 
 		return nil, err
 	}
 	if len(puts) == 0 {
-		return nil, fmt.Errorf("no definitions in the .lot files of %s", dir)
+		return nil, fmt.Errorf("no definitions in the .lot files of %s", name)
 	}
 	applied, err := e.apply(ctx, defs.Change{Puts: puts})
 	if err != nil {

@@ -61,15 +61,23 @@
 //
 // Client events (ON CONNECT, ON DISCONNECT, ON SUBSCRIBE) arrive through
 // the broker's Observer, which must not block: they are queued to the
-// engine's event goroutine (a full queue drops and counts them).
+// engine's event goroutine (a full queue drops and counts them); events of
+// the node's own in-process clients, and all events while no session
+// action is deployed, are not queued.
+//
+// A run buffers at most 1,000 messages and 4 MiB (ErrRunWrites). ON
+// CHANGE remembers a 16-byte hash per topic, for at most 100,000 topics.
+// Deploys are serialised (check and apply as one step); -loadProject reads
+// only below Options.ProjectsDir.
 //
 // # Access
 //
-// The engine is the broker's Authorizer (publish, subscribe) and, wrapped
-// around the credential check, its connect gate; the command dispatcher
-// asks it about the management scopes. Decisions use the deployed rules
-// with the built-in ones (lot/rules). The broker asks about CONNECT only
-// for clients that send a user name.
+// The engine is the broker's Authorizer: publish, subscribe and, as a
+// broker.ConnectAuthorizer, connect (after the credentials, anonymous
+// clients included); the command dispatcher asks it about the management
+// scopes. Decisions use the deployed rules with the built-in ones
+// (lot/rules). The users' administrator bit comes from Options.Users,
+// which must answer without I/O: it runs on every publish.
 //
 // # Cost
 //

@@ -46,6 +46,10 @@ type Options struct {
 	// EnvFile keeps the values of -setEnv and -setSecret; "" keeps them in
 	// memory only.
 	EnvFile string
+	// ProjectsDir holds the projects of -loadProject NAME: NAME is a
+	// folder below it (no absolute path, no "..", symbolic links are not
+	// followed). "" makes -loadProject unavailable.
+	ProjectsDir string
 	// HopLimit bounds action chains (0: DefaultHopLimit).
 	HopLimit int
 	// Watch are topic filters whose messages the topic cache keeps
@@ -94,10 +98,11 @@ type Engine struct {
 
 	// lastPayload is ON CHANGE's memory: the last payload of each concrete
 	// topic an ON CHANGE filter matched. Only the trigger goroutine uses it.
-	lastPayload map[string][]byte
+	lastPayload map[string]payloadSum
 	// matched is the trigger goroutine's buffer of matching actions.
 	matched []*topic.Entry[*action]
 
+	applyMu   sync.Mutex              // serialises deploys: a change is checked and applied as one step
 	mu        sync.Mutex              // guards timers, errored, described, broken, warned, watching
 	timers    map[string]string       // action with a timer → its schedule, as text
 	errored   map[string]*errorRecord // actions that failed since they were deployed
@@ -139,7 +144,7 @@ func New(o Options) (*Engine, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{}, warned: map[string]time.Time{}, watching: map[string]bool{},
-		events: make(chan broker.Event, eventQueue), lastPayload: map[string][]byte{}}
+		events: make(chan broker.Event, eventQueue), lastPayload: map[string]payloadSum{}}
 	var err error
 	if e.cache, err = topiccache.New(o.Cache); err != nil {
 		return nil, err

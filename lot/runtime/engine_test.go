@@ -99,12 +99,12 @@ func TestLoadProject(t *testing.T) {
 	callable := "DEFINE ACTION Double\nINPUT x AS DOUBLE\nDO\n    SET \"y\" WITH {x} * 2\nRETURN\n    OUTPUT y\n"
 	caller := "DEFINE ACTION Doubler\nON TOPIC \"dbl/in\" DO\n    CALL ACTION Double WITH x = PAYLOAD RETURN r\n    PUBLISH TOPIC \"dbl/out\" WITH {r}\n"
 
-	bad := t.TempDir()
+	bad, badName := h.project()
 	write(bad, "a/caller.lot", caller)
 	write(bad, "b/callable.lot", callable)
 	write(bad, "c/broken.lot", "DEFINE ACTION Broken\nON TOPIC \"x\" DO\n    PUBLISH TOPIC \"y\" WITH\n")
 	write(bad, "notes.txt", "not LoT")
-	r := h.command("-loadProject " + bad)
+	r := h.command("-loadProject " + badName)
 	if r.Success || len(r.Errors) == 0 || r.Errors[0].Line != 3 {
 		t.Errorf("a project with a broken file: %+v, want a failure at line 3", r)
 	}
@@ -118,26 +118,30 @@ func TestLoadProject(t *testing.T) {
 	}
 
 	// A check error in one file refuses the whole project too.
-	unchecked := t.TempDir()
+	unchecked, uncheckedName := h.project()
 	write(unchecked, "caller.lot", caller)
 	write(unchecked, "timer.lot", "DEFINE ACTION T\nON EVERY 1 SECOND DO\n    PUBLISH TOPIC \"t\" WITH PAYLOAD\n")
-	if r := h.command("-loadProject " + unchecked); r.Success {
+	if r := h.command("-loadProject " + uncheckedName); r.Success {
 		t.Errorf("a project that fails the checks loaded: %+v", r)
 	}
 	// The caller alone does not check: its callable is missing.
-	alone := t.TempDir()
+	alone, aloneName := h.project()
 	write(alone, "caller.lot", caller)
-	if r := h.command("-loadProject " + alone); r.Success {
+	if r := h.command("-loadProject " + aloneName); r.Success {
 		t.Errorf("a caller without its callable loaded: %+v", r)
 	}
 	if got := len(h.store.List("")); got != 4 {
 		t.Errorf("the store holds %d definitions after refused projects, want 4", got)
 	}
 
-	good := t.TempDir()
+	good, goodName := h.project()
 	write(good, "caller.lot", caller) // the caller first: load order is the store's
 	write(good, "lib/callable.lot", callable)
-	r = h.mustCommand("-loadProject " + good)
+	// A link is not followed: it could read any file of the node.
+	if err := os.Symlink("/etc/passwd", filepath.Join(good, "passwd.lot")); err != nil {
+		t.Fatal(err)
+	}
+	r = h.mustCommand("-loadProject " + goodName)
 	var data struct{ Files, Definitions int }
 	if err := json.Unmarshal(r.Data, &data); err != nil || data.Files != 2 || data.Definitions != 2 {
 		t.Errorf("data %s, want 2 files and 2 definitions", r.Data)
@@ -148,8 +152,13 @@ func TestLoadProject(t *testing.T) {
 	}
 	h.echoes(t, "still here")
 
-	if r := h.command("-loadProject " + filepath.Join(good, "missing")); r.Success {
+	if r := h.command("-loadProject " + goodName + "/missing"); r.Success {
 		t.Errorf("a missing directory loaded: %+v", r)
+	}
+	for _, outside := range []string{good, "../" + goodName, goodName + "/../../x"} {
+		if r := h.command("-loadProject " + outside); r.Success {
+			t.Errorf("-loadProject %s, outside the projects folder, loaded: %+v", outside, r)
+		}
 	}
 
 	// A change that would break what is deployed is refused, and says

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"strings"
 
 	"gantry/broker"
 	"gantry/broker/topic"
@@ -12,7 +13,10 @@ import (
 // Observe implements broker.Observer: client events are queued for the
 // event goroutine (the broker's goroutine must not block).
 func (e *Engine) Observe(ev broker.Event) {
-	if ev.Kind == broker.EventUnsubscribe {
+	if ev.Kind == broker.EventUnsubscribe || strings.HasPrefix(ev.ClientID, "$") {
+		return // the node's own in-process clients (the engine's among them)
+	}
+	if d := e.dep.Load(); len(d.onSession[0])+len(d.onSession[1])+len(d.onSession[2]) == 0 {
 		return
 	}
 	select {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -141,6 +142,19 @@ type harness struct {
 	root    *client // the administrator, subscribed to '#' and to the command output
 
 	seq atomic.Int64 // request ids, barriers
+
+	projects string // Options.ProjectsDir
+}
+
+// project makes a new empty project folder and returns its path and the
+// name -loadProject takes.
+func (h *harness) project() (dir, name string) {
+	name = fmt.Sprintf("p%d", h.seq.Add(1))
+	dir = filepath.Join(h.projects, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	return dir, name
 }
 
 // newHarness starts a node on fresh directories; opts adjust it before it
@@ -149,7 +163,8 @@ func newHarness(t *testing.T, opts ...func(*harness)) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: filepath.Join(dir, "lot"), envFile: filepath.Join(dir, "lot-env.json"),
-		clock: clocktest.New(time.Date(2025, 3, 17, 8, 0, 0, 0, time.Local)), users: newTestUsers(),
+		projects: filepath.Join(dir, "projects"),
+		clock:    clocktest.New(time.Date(2025, 3, 17, 8, 0, 0, 0, time.Local)), users: newTestUsers(),
 		listener: broker.ListenerConfig{Name: "tcp"}}
 	for _, o := range opts {
 		o(h)
@@ -173,7 +188,8 @@ func (h *harness) start() {
 		t.Fatal(err)
 	}
 	o := Options{Broker: srv, Store: store, Users: h.users, EnvFile: h.envFile, SeedRules: true, Clock: h.clock,
-		Watch: []string{"zz/barrier/#"}}
+		ProjectsDir: h.projects,
+		Watch:       []string{"zz/barrier/#"}}
 	if h.engineOpts != nil {
 		h.engineOpts(&o)
 	}

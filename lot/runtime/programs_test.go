@@ -226,11 +226,11 @@ func (h *harness) deployFile(path string) reply {
 		h.t.Fatalf("%s does not parse: %v", path, err)
 	}
 	if len(f.Defs) > 1 {
-		dir := h.t.TempDir()
+		dir, name := h.project()
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(path)), src, 0o644); err != nil {
 			h.t.Fatal(err)
 		}
-		return h.command("-loadProject " + dir)
+		return h.command("-loadProject " + name)
 	}
 	verb := map[syntax.DefKind]string{syntax.KindAction: "-addAction", syntax.KindModel: "-addModel",
 		syntax.KindRule: "-addRule", syntax.KindConnector: "-addConnector"}[f.Defs[0].Header().Kind]

@@ -1,10 +1,10 @@
 package runtime
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"time"
 
@@ -18,6 +18,17 @@ import (
 // ErrHopLimit is reported when a chain of actions reaches Options.HopLimit.
 var ErrHopLimit = errors.New("runtime: hop limit reached: actions trigger each other in a loop")
 
+// payloadSum is what ON CHANGE remembers of a payload: a hash and the
+// length, 16 bytes whatever the payload's size (a collision, 2^-64 per
+// pair, would hide one change).
+type payloadSum struct {
+	hash uint64
+	n    int
+}
+
+// changeSeed seeds the payload hashes of this process.
+var changeSeed = maphash.MakeSeed()
+
 // maxChangeTopics bounds the concrete topics whose last payload ON CHANGE
 // remembers; past it the memory starts over (each topic's next message
 // then counts as a change once).
@@ -28,8 +39,11 @@ const maxChangeTopics = 100_000
 func (e *Engine) onMessage(m *broker.Message) {
 	if m.Retain {
 		// A retained message replayed when the client subscribed: it
-		// seeds the cache, it is not news.
-		e.cache.Publish(m.Topic, m.Payload, time.Now())
+		// seeds the cache, it is not news, and it never replaces a newer
+		// value (a redeploy that adds a subscription replays old ones).
+		if _, ok := e.cache.Lookup(m.Topic); !ok {
+			e.cache.Publish(m.Topic, m.Payload, time.Now())
+		}
 		return
 	}
 	if m.ClientID != triggerClientID || m.Origin != broker.OriginLoT {
@@ -85,14 +99,18 @@ func (e *Engine) rememberChange(matched []*topic.Entry[*action], m *broker.Messa
 	}) {
 		return false
 	}
+	sum := payloadSum{maphash.Bytes(changeSeed, m.Payload), len(m.Payload)}
 	prev, had := e.lastPayload[m.Topic]
-	if had && bytes.Equal(prev, m.Payload) {
+	if had && prev == sum {
 		return false
 	}
 	if !had && len(e.lastPayload) >= maxChangeTopics {
-		clear(e.lastPayload)
+		for tp := range e.lastPayload { // forget one topic, not all: the others would all fire
+			delete(e.lastPayload, tp)
+			break
+		}
 	}
-	e.lastPayload[m.Topic] = m.Payload
+	e.lastPayload[m.Topic] = sum
 	return true
 }
 
@@ -162,7 +180,7 @@ func (sc *runScratch) reset() {
 // publishModel evaluates one instance of a triggered model and publishes
 // its JSON.
 func (e *Engine) publishModel(d *deployment, m *interp.Model, inst interp.Instance, hops uint8) {
-	host := &interp.Host{Topics: e.cache, Env: e.env, Models: d}
+	host := &interp.Host{Topics: cacheThenRetained{e}, Env: e.env, Models: d}
 	payload, err := m.Evaluate(host, inst)
 	if err == nil && inst.Topic != "" {
 		err = e.publish(inst.Topic, payload, m.Retain(), m.QoS(), hops+1)
@@ -179,6 +197,26 @@ func (e *Engine) publishModel(d *deployment, m *interp.Model, inst interp.Instan
 type effects struct {
 	frame *topiccache.Frame
 	meta  []publishMeta // retain and QoS of each buffered write
+	bytes int           // payload bytes buffered
+}
+
+// Bounds of what one run may buffer before it ends: a LOOP that publishes
+// a large payload many times must not hold gigabytes.
+const (
+	maxRunWrites = 1000
+	maxRunBytes  = 4 << 20
+)
+
+// ErrRunWrites is returned when a run publishes or keeps more than
+// maxRunWrites messages or maxRunBytes bytes.
+var ErrRunWrites = fmt.Errorf("runtime: a run may publish at most %d messages and %d MiB", maxRunWrites, maxRunBytes>>20)
+
+func (f *effects) room(payload []byte) error {
+	if len(f.meta) >= maxRunWrites || f.bytes+len(payload) > maxRunBytes {
+		return ErrRunWrites
+	}
+	f.bytes += len(payload)
+	return nil
 }
 
 type publishMeta struct {
@@ -193,12 +231,18 @@ func newEffects(e *Engine) *effects {
 }
 
 func (f *effects) Publish(topic string, payload []byte, retain bool, qos byte) error {
+	if err := f.room(payload); err != nil {
+		return err
+	}
 	f.frame.Publish(topic, payload)
 	f.meta = append(f.meta, publishMeta{retain, qos})
 	return nil
 }
 
 func (f *effects) Keep(topic string, payload []byte) error {
+	if err := f.room(payload); err != nil {
+		return err
+	}
 	f.frame.Keep(topic, payload)
 	f.meta = append(f.meta, publishMeta{})
 	return nil
@@ -358,4 +402,15 @@ func (e *Engine) publishSys(tp string, payload []byte) {
 	}
 	e.cmd.PublishMessage(&broker.Message{Topic: tp, Payload: payload, Retain: true, Origin: broker.OriginBroker,
 		ClientID: commandClientID})
+}
+
+// cacheThenRetained reads a model's topics as GET TOPIC does, from the
+// cache and then the retained store (LOT.md §4.5).
+type cacheThenRetained struct{ e *Engine }
+
+func (r cacheThenRetained) Lookup(topic string) ([]byte, bool) {
+	if p, ok := r.e.cache.Lookup(topic); ok {
+		return p, true
+	}
+	return retainedReader{r.e.o.Broker}.Retained(topic)
 }
