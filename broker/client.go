@@ -94,9 +94,9 @@ func (c *Client) run() {
 }
 
 // Subscribe adds a subscription; retained messages are delivered as for a
-// network client. The Authorizer is not asked: an in-process client is
-// part of the node (LoT, connectors, $SYS), and its users' access is
-// checked where they enter.
+// network client. Neither the Authorizer nor MaxSubscriptionsPerClient
+// applies: an in-process client is part of the node (LoT, connectors,
+// $SYS), and its users' access is checked where they enter.
 func (c *Client) Subscribe(filter string, qos byte) error {
 	if c.closed() {
 		return ErrClientClosed

@@ -91,7 +91,7 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 	}
 	sess.mu.Lock()
 	_, had := sess.subs[sub.Filter]
-	if max := s.opts.MaxSubscriptionsPerClient; !had && max > 0 && len(sess.subs) >= max {
+	if max := s.opts.MaxSubscriptionsPerClient; !had && max > 0 && sess.inproc == nil && len(sess.subs) >= max {
 		sess.mu.Unlock()
 		return packet.QuotaExceeded, false, nil
 	}
