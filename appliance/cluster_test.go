@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -81,12 +82,23 @@ func agreeOnLeader(t *testing.T, nodes []*crashNode, want int, timeout time.Dura
 				return fmt.Errorf("%s lists %d members, want %d", st.NodeName, st.MembersTotal, want)
 			case st.Leadership.IsLeader && st.MembersAlive != want && not == "":
 				return fmt.Errorf("leader %s sees %d alive, want %d", st.NodeName, st.MembersAlive, want)
+			case st.Leadership.IsLeader && !allVote(st):
+				return fmt.Errorf("leader %s: not every member votes yet: %+v", st.NodeName, st.Members)
 			}
 			leader = l
 		}
 		return nil
 	})
 	return leader
+}
+
+func allVote(st cluster.Status) bool {
+	for _, m := range st.Members {
+		if !m.Voter {
+			return false
+		}
+	}
+	return true
 }
 
 func eventuallyEvery(t *testing.T, timeout, every time.Duration, f func() error) {
@@ -219,5 +231,25 @@ func TestBadClusterValueKeepsNodeUp(t *testing.T) {
 	}
 	if st.Enabled || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "Cluster.PartitionCount = 0, want 1..4096") {
 		t.Errorf("/cluster = %+v, want enabled false naming Cluster.PartitionCount", st)
+	}
+}
+
+// TestBusyClusterPortKeepsNodeUp: a cluster port already in use stops
+// clustering, not the broker.
+func TestBusyClusterPortKeepsNodeUp(t *testing.T) {
+	ip := loopbackIP()
+	l, err := net.Listen("tcp", ip+":9200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	startNodeAt(t, ip, map[string]string{"COREFLUX_CLUSTER_ENABLED": "true", "COREFLUX_CLUSTER_DISCOVERY": "seeds",
+		"COREFLUX_CLUSTER_SEEDS": ip + ":9200"})
+	st, err := clusterView(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Enabled || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "9200") {
+		t.Errorf("/cluster = %+v, want enabled false naming the busy port", st)
 	}
 }

@@ -176,7 +176,12 @@ func (n *Node) Start() error {
 		if err != nil {
 			return err
 		}
-		n.serveHTTP(l, n.opsHandler())
+		// Operations requests are short (and the peer protocol of the
+		// cluster arrives here): a client trickling a request body must
+		// not hold a goroutine.
+		n.serveHTTP(l, n.opsHandler(), func(s *http.Server) {
+			s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = 10*time.Second, 30*time.Second, 2*time.Minute
+		})
 	}
 	if n.Cluster != nil {
 		n.Cluster.Start()
@@ -249,8 +254,11 @@ func (n *Node) serveMQTT(l net.Listener, lc broker.ListenerConfig) {
 	}()
 }
 
-func (n *Node) serveHTTP(l net.Listener, h http.Handler) {
+func (n *Node) serveHTTP(l net.Listener, h http.Handler, opts ...func(*http.Server)) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	for _, o := range opts {
+		o(srv)
+	}
 	n.mu.Lock()
 	n.https = append(n.https, srv)
 	n.mu.Unlock()

@@ -25,7 +25,11 @@ func clusterOptions(cfg *config.Config) cluster.Options {
 	o.ClusterID, o.NodeName = cl.ClusterId, cl.NodeName
 	o.BindAddr = net.JoinHostPort(cl.BindIP, strconv.Itoa(cl.Port))
 	o.AdvertiseAddr = net.JoinHostPort(advertisedHost(cl), strconv.Itoa(cl.AdvertisedPort))
-	o.AdvertiseLearn = !advertisedHostSet(cl)
+	// Learning the advertised address from what peers see is for a node
+	// bound to every address; one bound to a single address advertises it
+	// (on loopback, peers would see 127.0.0.1 whatever the bind).
+	bindIP := net.ParseIP(cl.BindIP)
+	o.AdvertiseLearn = !advertisedHostSet(cl) && (bindIP == nil || bindIP.IsUnspecified())
 	o.OpsAddr = net.JoinHostPort(advertisedHost(cl), strconv.Itoa(cfg.Ops.Port))
 	o.PeerOpsPort = cl.PeerOpsPort
 	o.DataDir = cl.DataDir
@@ -39,6 +43,12 @@ func clusterOptions(cfg *config.Config) cluster.Options {
 	o.MemberAddResign = sec(cl.MemberAddResignSeconds)
 	o.PartitionCount, o.ReplicationFactor = cl.PartitionCount, cl.EffectiveReplicationFactor()
 	o.SharedSecret = []byte(cl.SharedSecret)
+	if bindIP != nil && !bindIP.IsUnspecified() {
+		// The peer protocol leaves from the bound address, so peers see
+		// the address this node advertises.
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: bindIP}, Timeout: o.RPCTimeout + time.Second}
+		o.HTTPClient = &http.Client{Timeout: o.RPCTimeout + time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	}
 	return o
 }
 
@@ -139,15 +149,17 @@ func (n *Node) openCluster() error {
 	n.log.Info("clustering on", "component", "cluster", "node", cl.NodeName, "cluster", cl.ClusterId,
 		"discovery", cl.Discovery, "advertise", opts.AdvertiseAddr)
 	src, err := n.newDiscovery(&opts)
-	if err != nil {
-		return fmt.Errorf("cluster discovery (%s): %w", cl.Discovery, err)
+	if err == nil {
+		opts.Discovery = src
+		n.Cluster, err = cluster.New(opts)
 	}
-	opts.Discovery = src
-	c, err := cluster.New(opts)
 	if err != nil {
-		return err
+		// The broker serves on: a busy cluster port or a discovery that
+		// cannot start stops clustering only, as a bad value does.
+		p := fmt.Sprintf("cluster (%s discovery): %v", cl.Discovery, err)
+		n.log.Error("clustering does not start: "+p, "component", "cluster")
+		n.clusterOff = []string{p}
 	}
-	n.Cluster = c
 	return nil
 }
 

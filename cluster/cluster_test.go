@@ -10,7 +10,7 @@ import (
 )
 
 // waitMembers waits until every running member's status lists want
-// members, and the leader sees them all alive.
+// members, all voting, and the leader sees them all alive.
 func waitMembers(t *testing.T, c *clustertest.Cluster, want int, timeout time.Duration) {
 	t.Helper()
 	clustertest.Eventually(t, timeout, func() error {
@@ -24,6 +24,11 @@ func waitMembers(t *testing.T, c *clustertest.Cluster, want int, timeout time.Du
 			}
 			if st.Leadership.IsLeader && st.MembersAlive != want {
 				return fmt.Errorf("leader %s sees %d alive, want %d: %+v", m.Name, st.MembersAlive, want, st.Members)
+			}
+			for _, mm := range st.Members {
+				if !mm.Voter {
+					return fmt.Errorf("%s: %s does not vote yet", m.Name, mm.Name)
+				}
 			}
 		}
 		return nil
@@ -83,8 +88,8 @@ func TestLeaderFailover(t *testing.T) {
 			rest = append(rest, i)
 		}
 	}
-	start := time.Now()
 	c.Kill(c.Index(old))
+	start := time.Now() // Kill returns once the node is gone: the failure is detectable from here
 	next := c.WaitLeader(5*time.Second, rest...)
 	took := time.Since(start)
 	t.Logf("leader %s killed; %s leads after %v", old.Name, next.Name, took)

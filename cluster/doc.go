@@ -9,10 +9,9 @@
 // A node is its NodeName: it is the Raft server ID, and addresses are only
 // where a name can be reached now. The leader follows a member to a new
 // address as soon as discovery and the peer protocol show it there
-// (raft.AddVoter with the same ID rewrites the address), and the address
-// book (transport.go) answers hashicorp/raft's ServerAddressProvider with
-// the newest address seen for a name, forgetting any other name that held
-// the same address before (a node restarted on another node's old address).
+// (raft.AddVoter with the same ID rewrites the address; hashicorp/raft
+// dials the new one as soon as the entry is appended), so a node restarted
+// on another node's old address is each member at its own new address.
 //
 // # Start-up
 //
@@ -31,7 +30,10 @@
 // # Membership (leader)
 //
 // Every ReconcileInterval the leader asks discovery for the peers, adds
-// those of its ClusterId that are not members or moved, removes a member
+// those of its ClusterId that are not members as non-voters and gives them
+// their vote once their own configuration lists them and they answer its
+// heartbeats (so an unreachable Raft port never costs the majority),
+// follows members that moved, removes a member
 // silent for MemberRemovalGrace (its failed heartbeats, as hashicorp/raft
 // reports them), removes a member Kubernetes discovery stopped listing for
 // MemberAbsentFromDiscovery once a TCP probe of its cluster port fails,
@@ -76,6 +78,6 @@
 // called from any goroutine. The node runs three goroutines (Raft
 // observations, the control loop, discovery's own work), started by goRun
 // and stopped by Shutdown. Node.mu guards the join attempts and the state
-// callbacks; liveness and the address book have their own mutexes; none is
+// callbacks; liveness has its own mutex; none is
 // held across network I/O or a Raft future.
 package cluster

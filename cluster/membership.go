@@ -14,15 +14,21 @@ import (
 	"gantry/cluster/discovery"
 )
 
-// members returns the Raft configuration as name → address.
-func (n *Node) members() (map[string]string, uint64, error) {
+// member is one server of the Raft configuration.
+type member struct {
+	addr  string
+	voter bool
+}
+
+// members returns the Raft configuration by name, and its index.
+func (n *Node) members() (map[string]member, uint64, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, 0, err
 	}
-	m := map[string]string{}
+	m := map[string]member{}
 	for _, s := range f.Configuration().Servers {
-		m[string(s.ID)] = string(s.Address)
+		m[string(s.ID)] = member{string(s.Address), s.Suffrage == raft.Voter}
 	}
 	return m, f.Index(), nil
 }
@@ -41,21 +47,24 @@ func (n *Node) reconcile(ctx context.Context) {
 		return
 	}
 	for _, h := range s.hellos {
-		if addr, ok := members[h.NodeName]; !ok || addr != h.RaftAddr {
+		if m, ok := members[h.NodeName]; !ok || m.addr != h.RaftAddr {
 			if err := n.addMember(h); err != nil {
 				n.log.Warn("cannot add a member", "member", h.NodeName, "addr", h.RaftAddr, "err", err)
 			}
 		}
 	}
-	n.removeDead(ctx, members)
-	n.resignIfStuck(s, members)
+	n.promote(s)
+	n.removeDead(ctx)
+	n.resignIfStuck(s)
 	n.recordSession()
 	n.rebalance()
 }
 
-// addMember adds h as a voter, or moves it to its new address: a name
-// that comes back elsewhere is the same member, and its old address is
-// dropped at once.
+// addMember adds h as a non-voter, to be promoted once it has caught up
+// (promote), or moves a member to its new address: a name that comes back
+// elsewhere is the same member, and its old address is dropped at once.
+// A peer whose Raft port cannot be reached therefore never counts toward
+// the majority.
 func (n *Node) addMember(h Hello) error {
 	if h.NodeName == "" || h.RaftAddr == "" {
 		return fmt.Errorf("cluster: join request without a name or address")
@@ -67,7 +76,7 @@ func (n *Node) addMember(h Hello) error {
 		return err
 	}
 	old, known := members[h.NodeName]
-	if known && old == h.RaftAddr {
+	if known && old.addr == h.RaftAddr {
 		return nil
 	}
 	n.mu.Lock()
@@ -75,18 +84,45 @@ func (n *Node) addMember(h Hello) error {
 		n.adding[h.NodeName] = time.Now()
 	}
 	n.mu.Unlock()
-	n.book.learn(raft.ServerID(h.NodeName), raft.ServerAddress(h.RaftAddr))
-	if err := n.raft.AddVoter(raft.ServerID(h.NodeName), raft.ServerAddress(h.RaftAddr), index, applyTimeout).Error(); err != nil {
+	add := n.raft.AddNonvoter
+	if known && old.voter {
+		add = n.raft.AddVoter // a move keeps the member's vote
+	}
+	if err := add(raft.ServerID(h.NodeName), raft.ServerAddress(h.RaftAddr), index, applyTimeout).Error(); err != nil {
 		return err
 	}
 	if known {
-		n.log.Info("member moved to a new address", "member", h.NodeName, "from", old, "to", h.RaftAddr)
+		n.log.Info("member moved to a new address", "member", h.NodeName, "from", old.addr, "to", h.RaftAddr)
 	} else {
-		n.log.Info("member added", "member", h.NodeName, "addr", h.RaftAddr)
+		n.log.Info("member added; it votes once it has caught up", "member", h.NodeName, "addr", h.RaftAddr)
 	}
-	// Another member listed at the address h now holds left it: the
-	// address book forgot it; raft dials it by name from now on.
 	return nil
+}
+
+// promote gives a vote to each non-voter that has caught up: its own
+// configuration lists it (it took the leader's entries) and it answers the
+// leader's heartbeats.
+func (n *Node) promote(s survey) {
+	n.changeMu.Lock()
+	defer n.changeMu.Unlock()
+	members, index, err := n.members()
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, h := range s.hellos {
+		m, ok := members[h.NodeName]
+		if !ok || m.voter || !h.Member || m.addr != h.RaftAddr || n.live.silentFor(h.NodeName, now) > 0 {
+			continue
+		}
+		f := n.raft.AddVoter(raft.ServerID(h.NodeName), raft.ServerAddress(m.addr), index, applyTimeout)
+		if err := f.Error(); err != nil {
+			n.log.Warn("cannot give a member its vote", "member", h.NodeName, "err", err)
+			return
+		}
+		index = f.Index()
+		n.log.Info("member votes", "member", h.NodeName)
+	}
 }
 
 // absentLister is the optional capability of a discovery source that can
@@ -98,10 +134,15 @@ type absentLister interface {
 // removeDead removes members silent for MemberRemovalGrace, and members
 // that Kubernetes discovery stopped listing for MemberAbsentFromDiscovery
 // and that fail a TCP probe.
-func (n *Node) removeDead(ctx context.Context, members map[string]string) {
+func (n *Node) removeDead(ctx context.Context) {
+	members, _, err := n.members() // after this round's moves
+	if err != nil {
+		return
+	}
 	now := time.Now()
 	al, _ := n.opts.Discovery.(absentLister)
-	for name, addr := range members {
+	for name, m := range members {
+		addr := m.addr
 		if name == n.opts.NodeName {
 			continue
 		}
@@ -133,7 +174,11 @@ func (n *Node) absentAndSilent(ctx context.Context, al absentLister, addr string
 // resignIfStuck hands leadership over when this leader has tried for
 // MemberAddResign to add a peer that answers but never joins: the next
 // leader may succeed where this one cannot (a one-way network fault).
-func (n *Node) resignIfStuck(s survey, members map[string]string) {
+func (n *Node) resignIfStuck(s survey) {
+	members, _, err := n.members()
+	if err != nil {
+		return
+	}
 	now := time.Now()
 	answering := map[string]Hello{}
 	for _, h := range s.hellos {
@@ -143,11 +188,11 @@ func (n *Node) resignIfStuck(s survey, members map[string]string) {
 	stuck := ""
 	for name, since := range n.adding {
 		h, ok := answering[name]
-		_, in := members[name]
+		m, in := members[name]
 		switch {
-		case !ok, in && h.Member:
-			// No longer a reachable candidate, or joined: its own
-			// configuration lists it, so it took the leader's entries.
+		case !ok, in && m.voter && h.Member:
+			// No longer a reachable candidate, or joined: it votes, and
+			// its own configuration lists it.
 			delete(n.adding, name)
 		case n.opts.MemberAddResign > 0 && now.Sub(since) >= n.opts.MemberAddResign:
 			stuck = name
@@ -197,12 +242,16 @@ func (n *Node) apply(c command) error {
 	return nil
 }
 
-// liveMembers are the members that have answered within FailoverDelay,
-// this node included, sorted.
-func (n *Node) liveMembers(members map[string]string) []string {
+// liveMembers are the voting members that have answered within
+// FailoverDelay, this node included, sorted: a member still catching up
+// owns no partition.
+func (n *Node) liveMembers(members map[string]member) []string {
 	now := time.Now()
 	var live []string
-	for name := range members {
+	for name, m := range members {
+		if !m.voter {
+			continue
+		}
 		if name == n.opts.NodeName || n.live.silentFor(name, now) < n.opts.FailoverDelay {
 			live = append(live, name)
 		}

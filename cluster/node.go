@@ -41,7 +41,6 @@ type Node struct {
 	stream *streamLayer
 	store  *raftstore.Store
 	fsm    *fsm
-	book   *addressBook
 	signer *signing.Signer
 	live   *liveness
 	obsCh  chan raft.Observation
@@ -76,7 +75,7 @@ func New(opts Options) (*Node, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	n := &Node{opts: opts, log: log.With("component", "cluster", "node", opts.NodeName),
-		raftLog: log.With("component", "raft", "node", opts.NodeName), book: newAddressBook(), live: newLiveness(),
+		raftLog: log.With("component", "raft", "node", opts.NodeName), live: newLiveness(),
 		adding: map[string]time.Time{}}
 	n.http = opts.HTTPClient
 	if n.http == nil {
@@ -112,20 +111,28 @@ func (n *Node) open() error {
 	if n.stream, err = newStreamLayer(o.BindAddr, o.AdvertiseAddr, o.Listen, o.Dial); err != nil {
 		return fmt.Errorf("cluster: listen on %s: %w", o.BindAddr, err)
 	}
-	n.book.learn(raft.ServerID(o.NodeName), raft.ServerAddress(n.advertise()))
 	timeout := 10 * time.Second
 	if o.DeadlineTransport {
 		timeout = o.RPCTimeout
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		ServerAddressProvider: n.book, Logger: hlog, Stream: n.stream, MaxPool: 3, Timeout: timeout,
+		Logger: hlog, Stream: n.stream, MaxPool: 3, Timeout: timeout,
 	})
 	if n.raft, err = raft.NewRaft(n.raftConfig(hlog), n.fsm, st, st, snaps, n.trans); err != nil {
 		return fmt.Errorf("cluster: starting Raft: %w", err)
 	}
 	n.obsCh = make(chan raft.Observation, 64)
 	n.nudge = make(chan struct{}, 1)
-	n.obs = raft.NewObserver(n.obsCh, false, nil)
+	// Blocking, so that no failed or resumed heartbeat is lost (a lost
+	// "resumed" would keep a healthy member silent until it is removed),
+	// and filtered to what observe reads (votes would fill the channel).
+	n.obs = raft.NewObserver(n.obsCh, true, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.PeerObservation:
+			return true
+		}
+		return false
+	})
 	n.raft.RegisterObserver(n.obs)
 	return nil
 }
@@ -211,13 +218,17 @@ func (n *Node) run(ctx context.Context) {
 // Shutdown leaves the cluster's Raft group running without this node (it
 // does not remove itself: a restart rejoins) and closes the stores.
 func (n *Node) Shutdown() error {
+	if n.raft != nil {
+		// Before observe stops: a blocking observer with no reader would
+		// hold raft, and DeregisterObserver, forever.
+		n.raft.DeregisterObserver(n.obs)
+	}
 	if n.cancel != nil {
 		n.cancel()
 	}
 	n.wg.Wait()
 	var err error
 	if n.raft != nil {
-		n.raft.DeregisterObserver(n.obs)
 		err = n.raft.Shutdown().Error()
 	}
 	if n.trans != nil {

@@ -51,8 +51,7 @@ type PeerSource interface {
 }
 
 var (
-	errUnknownServer = errors.New("cluster: unknown server")
-	errForeign       = errors.New("cluster: peer belongs to another cluster")
+	errForeign = errors.New("cluster: peer belongs to another cluster")
 )
 
 func (n *Node) hello() Hello {
@@ -231,7 +230,6 @@ func (n *Node) learnAdvertise(s survey) {
 	addr := net.JoinHostPort(seen, port)
 	n.log.Info("peers reach this node at another address: advertising it", "was", n.advertise(), "now", addr)
 	n.stream.setAdvertise(addr)
-	n.book.learn(raft.ServerID(n.opts.NodeName), raft.ServerAddress(addr))
 	if n.raft.State() == raft.Leader {
 		if err := n.raft.AddVoter(raft.ServerID(n.opts.NodeName), raft.ServerAddress(addr), 0, applyTimeout).Error(); err != nil {
 			n.log.Warn("cannot record this node's new address", "err", err)

@@ -13,10 +13,9 @@ import (
 
 // raftQuiet are hashicorp/raft warnings that are normal in Gantry's
 // start-up and failover and go to debug level: a fresh node has no peers
-// until it is added, and the address book does not know every name.
+// until it is added, and a follower catching up is sent older entries.
 var raftQuiet = []string{
 	"raft: no known peers, aborting election",
-	"raft: unable to get address for server, using fallback address",
 	"raft: failed to get previous log",
 	"raft: appendEntries rejected, sending older logs",
 }

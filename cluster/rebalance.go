@@ -51,7 +51,7 @@ func (n *Node) rebalance() {
 
 // lostNodes are the nodes the map places copies on that are no longer
 // members.
-func lostNodes(m partition.Map, members map[string]string) []string {
+func lostNodes(m partition.Map, members map[string]member) []string {
 	var lost []string
 	for _, a := range m.Partitions {
 		for _, list := range [][]string{a.Replicas, a.Syncing} {

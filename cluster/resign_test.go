@@ -91,12 +91,16 @@ func TestLeaderResignsWhenAddFails(t *testing.T) {
 	leader := c.WaitLeader(10 * time.Second)
 	start := time.Now()
 	clustertest.Eventually(t, 10*time.Second, func() error {
-		if l := c.WaitLeader(5 * time.Second); l == leader {
+		if leader.Node.IsLeader() || leader.Node.Leader() == "" {
 			return errLeaderStays
 		}
 		return nil
 	})
-	t.Logf("leader %s resigned %v after the ghost was first tried", leader.Name, time.Since(start))
+	took := time.Since(start)
+	t.Logf("leader %s resigned after %v; %s leads", leader.Name, took, leader.Node.Leader())
+	if took < time.Second {
+		t.Errorf("resigned after %v, before MemberAddResign (1s)", took)
+	}
 }
 
 var errLeaderStays = errors.New("the leader has not resigned")

@@ -47,8 +47,11 @@ type Member struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
 	State   string `json:"state"`
-	Leader  bool   `json:"leader,omitempty"`
-	Self    bool   `json:"self,omitempty"`
+	// Voter: the member counts toward the majority; a new member gets its
+	// vote once it has caught up.
+	Voter  bool `json:"voter"`
+	Leader bool `json:"leader,omitempty"`
+	Self   bool `json:"self,omitempty"`
 	// SilentSeconds is how long the leader has not heard from it.
 	SilentSeconds float64 `json:"silentSeconds,omitempty"`
 }
@@ -83,8 +86,8 @@ func (n *Node) Status() Status {
 		st.Role = "joining"
 	}
 	now := time.Now()
-	for name, addr := range members {
-		m := Member{Name: name, Address: addr, State: MemberUnknown, Leader: name == leader, Self: name == n.opts.NodeName}
+	for name, mb := range members {
+		m := Member{Name: name, Address: mb.addr, Voter: mb.voter, State: MemberUnknown, Leader: name == leader, Self: name == n.opts.NodeName}
 		switch silent := n.live.silentFor(name, now); {
 		case m.Self, isLeader && silent == 0, m.Leader && st.Raft.LastContactS < n.opts.ElectionTimeoutLower.Seconds()*2:
 			m.State = MemberAlive
