@@ -46,7 +46,7 @@ fuzz:
 # about 7 minutes on 2 cores); rewrites the bench section of
 # docs/BENCHMARKS.md and docs/benchmarks.png. Needs mosquitto.
 bench: build
-	$(GO) test -run=NONE -bench=. -benchmem ./broker/...
+	$(GO) test -run=NONE -bench=. -benchmem ./broker/... ./lot/rules/ ./lot/runtime/
 	$(GO) run ./build/bench -quick -gantry bin/gantry -mosquitto /usr/sbin/mosquitto -out docs/BENCHMARKS.md -chart docs/benchmarks.png
 
 clean:
