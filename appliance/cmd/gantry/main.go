@@ -28,6 +28,7 @@ import (
 )
 
 func main() {
+	tuneGC()
 	os.Exit(run())
 }
 
