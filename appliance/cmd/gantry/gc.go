@@ -17,7 +17,7 @@ import (
 const gcPercent = 400
 
 // tuneGC sets gcPercent unless GOGC is set, and, unless GOMEMLIMIT is set,
-// a soft memory limit of a quarter of the machine's memory, so that a
+// a soft memory limit of half the machine's memory, so that a
 // small gateway collects sooner rather than grows.
 func tuneGC() {
 	if _, ok := os.LookupEnv("GOGC"); !ok {
@@ -25,7 +25,7 @@ func tuneGC() {
 	}
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
 		if total := memTotal(); total > 0 {
-			debug.SetMemoryLimit(total / 4)
+			debug.SetMemoryLimit(total / 2)
 		}
 	}
 }
