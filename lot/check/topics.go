@@ -114,7 +114,7 @@ func (c *checker) regex(e syntax.Expr, what string) {
 }
 
 // minInterval is the shortest period a timer or a poll may have.
-const minInterval = time.Millisecond
+const minInterval = 10 * time.Millisecond // the scheduler's shortest (lot/schedule MinInterval)
 
 // interval checks n units as a period.
 func (c *checker) interval(pos syntax.Pos, n float64, text string, u syntax.TimeUnit, what string) {
@@ -134,7 +134,7 @@ func (c *checker) interval(pos syntax.Pos, n float64, text string, u syntax.Time
 		return
 	}
 	if d < minInterval {
-		c.errorf(pos, "the shortest interval is 1 MILLISECOND", "invalid interval %s %s in %s: shorter than a millisecond", text, u, what)
+		c.errorf(pos, "the shortest interval is 10 MILLISECONDS", "invalid interval %s %s in %s: shorter than the shortest timer, 10 milliseconds", text, u, what)
 	}
 }
 

@@ -660,3 +660,19 @@ func TestConnectRulesAndAnonymousClients(t *testing.T) {
 		t.Errorf("anonymous laptop: %v, CONNACK %+v; want 0x87", err, ca)
 	}
 }
+
+// TestUnsupportedRuleConditions: a rule condition the engine cannot
+// evaluate is refused at deploy with its position, not stored to never
+// hold.
+func TestUnsupportedRuleConditions(t *testing.T) {
+	h := newHarness(t)
+	for _, src := range []string{
+		`DEFINE RULE Own WITH PRIORITY 50 FOR Publish TO TOPIC "u/+" IF USER IS TOPIC POSITION 2 THEN ALLOW ELSE DENY`,
+		`DEFINE RULE Ep WITH PRIORITY 50 FOR Connect IF ENDPOINT IS "10.0.0.1" THEN ALLOW ELSE DENY`,
+	} {
+		r := h.command("-addRule " + src)
+		if r.Success || len(r.Errors) == 0 || r.Errors[0].Line != 1 || r.Errors[0].Column == 0 {
+			t.Errorf("%s: %+v, want a refusal with a position", src, r)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -97,13 +98,15 @@ func convertCond(x syntax.Expr) (rules.Cond, error) {
 	case *syntax.RuleTest:
 		return convertTest(x)
 	}
-	return rules.Cond{}, fmt.Errorf("line %d: this condition is not supported in a rule", x.Pos().Line)
+	return rules.Cond{}, posError{x.Pos(), errors.New("this condition is not supported in a rule: use USER, CLIENTID, TOPIC EXISTS or GET TOPIC ... IS, with AND, OR and NOT")}
 }
 
 func convertTest(t *syntax.RuleTest) (rules.Cond, error) {
 	arg, pos := ruleArg(t.Arg)
 	subject, op := strings.ToUpper(t.Subject), strings.ToUpper(t.Op)
 	switch {
+	case subject == "USER" && pos > 0:
+		return rules.Cond{}, posError{t.Start, errors.New("USER IS TOPIC POSITION is not supported in a rule; CLIENTID IS TOPIC POSITION is")}
 	case subject == "USER" && op == "IS":
 		return rules.UserIs(arg), nil
 	case subject == "USER" && op == "HAS":
@@ -122,7 +125,7 @@ func convertTest(t *syntax.RuleTest) (rules.Cond, error) {
 		tp, _ := ruleArg(t.Topic)
 		return rules.TopicIs(tp, arg), nil
 	}
-	return rules.Cond{}, fmt.Errorf("line %d: %s %s is not supported in a rule", t.Start.Line, t.Subject, t.Op)
+	return rules.Cond{}, posError{t.Start, fmt.Errorf("%s %s is not supported in a rule", t.Subject, t.Op)}
 }
 
 // ruleArg reads a rule test's argument: a string or word, or TOPIC

@@ -32,6 +32,7 @@ func TestTimers(t *testing.T) {
 
 	// The clock starts on Monday 2025-03-17 08:00 local time.
 	h.mustCommand(`-addAction DEFINE ACTION Morning ON EVERY MONDAY AT "08:30" DO PUBLISH TOPIC "morning" WITH "m"`)
+	h.mustCommand(`-addAction DEFINE ACTION Daily ON EVERY DAY AT "08:30" DO PUBLISH TOPIC "daily" WITH "d"`)
 	h.mustCommand(`-addAction DEFINE ACTION Once ON TIMESTAMP "17-03-2025 09:00:00" DO PUBLISH TOPIC "once" WITH "o"`)
 	h.mustCommand(`-removeAction Beat`)
 	h.clock.Advance(29 * time.Minute)
@@ -47,6 +48,9 @@ func TestTimers(t *testing.T) {
 	h.settle(h.root)
 	if got := h.root.on("once"); len(got) != 1 {
 		t.Errorf("once = %q, want one run", got)
+	}
+	if got := h.root.on("daily"); len(got) != 9 {
+		t.Errorf("daily = %q, want nine days", got)
 	}
 	if got := h.root.on("morning"); len(got) != 2 {
 		t.Errorf("morning = %q, want two Mondays", got)

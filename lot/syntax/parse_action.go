@@ -153,7 +153,7 @@ func (p *parser) typeName() (TypeName, Pos) {
 
 var triggerWords = []string{"TOPIC", "CHANGE", "EVERY", "TIMESTAMP", "START", "CONNECT", "DISCONNECT", "SUBSCRIBE"}
 
-var dayWords = []string{"MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY", "WEEKDAY", "WEEKEND"}
+var dayWords = []string{"MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY", "WEEKDAY", "WEEKEND", "DAY"}
 
 // trigger parses ON <trigger>.
 func (p *parser) trigger() *Trigger {

@@ -20,6 +20,7 @@ func TestTriggers(t *testing.T) {
 		{`ON EVERY 2 MONTH`, `Trigger{Kind:ON EVERY Count:2 CountText:"2" Unit:MONTHS}`},
 		{`ON EVERY -5 MINUTES`, `Trigger{Kind:ON EVERY Count:-5 CountText:"-5" Unit:MINUTES}`},
 		{`ON EVERY MONDAY AT "07:30"`, `Trigger{Kind:ON EVERY ... AT Day:"MONDAY" At:"07:30"}`},
+		{`ON EVERY DAY AT "06:00"`, `Trigger{Kind:ON EVERY ... AT Day:"DAY" At:"06:00"}`},
 		{`ON EVERY WEEKEND AT "10:00:00"`, `Trigger{Kind:ON EVERY ... AT Day:"WEEKEND" At:"10:00:00"}`},
 		{`ON TIMESTAMP "12:00:00"`, `Trigger{Kind:ON TIMESTAMP At:"12:00:00"}`},
 		{`ON TIMESTAMP "24-12-2026 18:00:00"`, `Trigger{Kind:ON TIMESTAMP At:"24-12-2026 18:00:00"}`},
