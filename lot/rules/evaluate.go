@@ -31,7 +31,7 @@ func (s *Set) Evaluate(r *Request) Decision {
 	if sub {
 		tp = stripShare(tp)
 	}
-	if o := s.open[r.Scope]; o != nil && (o.filter == "" || (tp != "" && tp[0] != '$')) {
+	if o := s.openRule(r.Scope, tp); o != nil {
 		return Decision{Allowed: true, Reason: ByRule, Rule: o.name, Priority: o.priority}
 	}
 	rules := s.byScope[r.Scope]
@@ -58,6 +58,28 @@ func (s *Set) Evaluate(r *Request) Decision {
 		}
 	}
 	return Decision{Reason: NoMatch}
+}
+
+// Open reports whether every request of scope on topic is allowed whoever
+// asks (see Set.open): a caller may then skip looking the user up.
+func (s *Set) Open(scope Scope, topic string) bool {
+	if !scope.Valid() {
+		return false
+	}
+	if scope.subscription() {
+		topic = stripShare(topic)
+	}
+	return s.openRule(scope, topic) != nil
+}
+
+// openRule is the rule that opens scope for topic (a topic without '$'
+// prefix; shared-subscription prefix already stripped), or nil.
+func (s *Set) openRule(scope Scope, topic string) *compiled {
+	o := s.open[scope]
+	if o != nil && (o.filter == "" || (topic != "" && topic[0] != '$')) {
+		return o
+	}
+	return nil
 }
 
 // effect returns the effect of one rule on a request, NoEffect when the rule

@@ -323,6 +323,11 @@ func TestOpenScope(t *testing.T) {
 			if d.Allowed != tt.want || d.Rule != tt.rule {
 				t.Errorf("Evaluate(%q) = %+v, want allowed %v by %q", tt.topic, d, tt.want, tt.rule)
 			}
+			// Only the seeds alone open the scope: any lower or tying
+			// rule that can deny closes it.
+			if open := tt.name == "seeds only"; set.Open(Publish, tt.topic) != open {
+				t.Errorf("Open(%q) = %v, want %v", tt.topic, !open, open)
+			}
 		})
 	}
 }

@@ -173,9 +173,13 @@ func (a authorizer) CanConnect(info *broker.ConnInfo) bool {
 // (it calls an interface method through the request), which would cost
 // every publish an allocation.
 func (e *Engine) allowed(info *broker.ConnInfo, scope rules.Scope, tp string) bool {
+	set := e.rules.Set()
+	if set.Open(scope, tp) {
+		return true // no user rule applies: no need to look the user up
+	}
 	req := rules.Request{Scope: scope, Topic: tp, ClientID: info.ClientID, State: e.cache}
 	if info.Username == "" {
-		return e.rules.Allowed(&req)
+		return set.Evaluate(&req).Allowed
 	}
 	u := userPool.Get().(*rules.User)
 	if e.o.Users != nil {
@@ -185,7 +189,7 @@ func (e *Engine) allowed(info *broker.ConnInfo, scope rules.Scope, tp string) bo
 	}
 	u.Name = info.Username
 	req.User = u
-	ok := e.rules.Allowed(&req)
+	ok := set.Evaluate(&req).Allowed
 	*u = rules.User{} // drop the references before pooling
 	userPool.Put(u)
 	return ok
