@@ -9,6 +9,19 @@ import (
 	"gantry/cluster/clustertest"
 )
 
+// formed starts n members at once (opts, when not nil, adjusts each one's
+// options) and waits until they form one cluster in which every member
+// votes; it returns the cluster and its leader.
+func formed(t *testing.T, n int, opts func(int, *cluster.Options)) (*clustertest.Cluster, *clustertest.Member) {
+	t.Helper()
+	c := clustertest.New(t, n)
+	c.Options = opts
+	c.StartAll()
+	leader := c.WaitLeader(10 * time.Second)
+	waitMembers(t, c, n, 10*time.Second)
+	return c, leader
+}
+
 // waitMembers waits until every running member's status lists want
 // members, all voting, and the leader sees them all alive.
 func waitMembers(t *testing.T, c *clustertest.Cluster, want int, timeout time.Duration) {
@@ -39,10 +52,7 @@ func waitMembers(t *testing.T, c *clustertest.Cluster, want int, timeout time.Du
 // exactly one cluster forms, every node names the same leader, and the
 // partition map spreads the owners evenly.
 func TestFreshNodesFormOneCluster(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.StartAll()
-	leader := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, leader := formed(t, 3, nil)
 	if s := waitSession(t, leader); s.FormedBy != "node-1" {
 		t.Errorf("session = %+v, want one formed by node-1 (first by name)", s)
 	}
@@ -78,10 +88,7 @@ func TestFreshNodesFormOneCluster(t *testing.T) {
 // TestLeaderFailover kills the leader; the others elect a new one within
 // a second of the failure.
 func TestLeaderFailover(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.StartAll()
-	old := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, old := formed(t, 3, nil)
 	var rest []int
 	for i, m := range c.Members {
 		if m != old {
@@ -102,10 +109,7 @@ func TestLeaderFailover(t *testing.T) {
 // (as under SIGSTOP): a new leader within a second, and once the old one
 // is back there is still exactly one leader.
 func TestFrozenLeader(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.StartAll()
-	old := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, old := formed(t, 3, nil)
 	var rest []int
 	for i, m := range c.Members {
 		if m != old {
@@ -135,10 +139,7 @@ func TestFrozenLeader(t *testing.T) {
 // TestMinorityPartition cuts one follower off: the majority keeps its
 // leader, the minority elects none.
 func TestMinorityPartition(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.StartAll()
-	leader := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, leader := formed(t, 3, nil)
 	li := c.Index(leader)
 	minority := (li + 1) % 3
 	majority := []int{li, (li + 2) % 3}
@@ -160,10 +161,7 @@ func TestMinorityPartition(t *testing.T) {
 // TestRestartAllTogether stops every node and starts them all again: they
 // rejoin from their state at once, with the same membership and session.
 func TestRestartAllTogether(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.StartAll()
-	leader := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, leader := formed(t, 3, nil)
 	session := waitSession(t, leader)
 	for i := range c.Members {
 		c.Kill(i)
@@ -185,10 +183,7 @@ func TestRestartAllTogether(t *testing.T) {
 // another on the first one's old address: membership stays at three and
 // lists each at its new address.
 func TestNodeMovesToNewAddress(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.StartAll()
-	leader := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, leader := formed(t, 3, nil)
 	li := c.Index(leader)
 	a, b := (li+1)%3, (li+2)%3
 	oldA := c.Members[a].IP
@@ -221,11 +216,7 @@ func waitAddress(t *testing.T, c *clustertest.Cluster, i int) {
 // MemberRemovalGrace it leaves the membership and its partitions move to
 // nodes that held copies; when it returns it is added back.
 func TestDeadMemberRemovedAndReadded(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.Options = func(i int, o *cluster.Options) { o.MemberRemovalGrace = 2 * time.Second }
-	c.StartAll()
-	leader := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, leader := formed(t, 3, func(i int, o *cluster.Options) { o.MemberRemovalGrace = 2 * time.Second })
 	victim := c.Members[(c.Index(leader)+1)%3]
 	clustertest.Eventually(t, 5*time.Second, func() error {
 		for _, a := range leader.Node.Partitions().Partitions {

@@ -73,10 +73,7 @@ func (w withGhost) Peers(ctx context.Context) ([]discovery.Peer, error) {
 // answers, but never joins, makes the leader hand over leadership after
 // MemberAddResign, so another leader can try.
 func TestLeaderResignsWhenAddFails(t *testing.T) {
-	c := clustertest.New(t, 3)
-	c.StartAll()
-	first := c.WaitLeader(10 * time.Second)
-	waitMembers(t, c, 3, 10*time.Second)
+	c, first := formed(t, 3, nil)
 	g := newGhost(t, first.IP[:len(first.IP)-1]+"99")
 	// Restart every node with the ghost in its discovery and a short
 	// resign time; the cluster keeps its state.
