@@ -110,11 +110,14 @@ type Engine struct {
 	broken    map[defKey]error        // stored definitions left out because they do not build, and why
 	warned    map[string]time.Time    // when warnLimited last logged each key
 	watching  map[string]bool         // the trigger client's subscriptions
-	unwatch   func()
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	stopOnce  sync.Once
+	// errorsShown counts the errored records with published set, so that
+	// a good run checks for an error topic to clear without taking mu.
+	errorsShown atomic.Int32
+	unwatch     func()
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	stopOnce    sync.Once
 }
 
 // maxHopLimit is the largest Options.HopLimit: Message.Hops is a byte.

@@ -129,6 +129,9 @@ func (e *Engine) unpublishSource(kind defs.Kind, name string) {
 		described, errored := e.described[name], e.errored[name]
 		delete(e.described, name)
 		delete(e.errored, name)
+		if errored != nil && errored.published {
+			e.errorsShown.Add(-1)
+		}
 		e.mu.Unlock()
 		if described {
 			e.publishSys(descriptionTopic(name), nil)

@@ -330,11 +330,15 @@ type errorRecord struct {
 // topic, and clears that topic after the next good run.
 func (e *Engine) reportRun(name string, err error) {
 	if err == nil {
+		if e.errorsShown.Load() == 0 {
+			return // no error topic to clear: a good run takes no lock
+		}
 		e.mu.Lock()
 		rec := e.errored[name]
 		had := rec != nil && rec.published
 		if had {
 			rec.published = false
+			e.errorsShown.Add(-1)
 		}
 		e.mu.Unlock()
 		if had {
@@ -350,7 +354,10 @@ func (e *Engine) reportRun(name string, err error) {
 		e.errored[name] = rec
 	}
 	rec.count++
-	rec.published = true
+	if !rec.published {
+		rec.published = true
+		e.errorsShown.Add(1)
+	}
 	n := rec.count
 	now := time.Now()
 	logIt, suppressed := now.Sub(rec.logged) >= errorLogInterval, rec.suppressed
