@@ -63,6 +63,7 @@ type conn struct {
 	sendWill    bool          // reader: DISCONNECT 0x04 received
 	writerExit  chan struct{} // made by shutdown, closed by a writer it waits for
 	resumable   bool          // a write that timed out may go on (plain TCP)
+	rw          io.ReadWriter // reads and writes nc: nc itself, or its rawSock
 	torn        bool          // writer: a write stopped mid-packet; write nothing more
 	drops       uint64        // writer: QoS 0 messages dropped during this fill
 	sentByQoS   [3]uint64     // writer: messages encoded during this fill
@@ -82,6 +83,10 @@ func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
 	switch nc.(type) {
 	case *net.TCPConn, *net.UnixConn:
 		c.resumable = true
+	}
+	c.rw = nc
+	if rs := newRawSock(nc); rs != nil {
+		c.rw = rs
 	}
 	// As if a writer ran: a wake-up before accept has queued CONNACK
 	// must not start one (accept starts the first).
@@ -188,7 +193,7 @@ func (c *conn) awaitByte(deadline time.Time) error {
 	if c.isStopped() {
 		return errStopped
 	}
-	return c.in.ensure(c.nc, 1)
+	return c.in.ensure(c.rw, 1)
 }
 
 // errStopped stands for the server's reason when a read is not even
@@ -233,13 +238,13 @@ func (c *conn) logClose(err error) {
 // readPacket.
 func (c *conn) readPacket() (packet.FixedHeader, []byte, error) {
 	in := &c.in
-	if err := in.ensure(c.nc, 2); err != nil {
+	if err := in.ensure(c.rw, 2); err != nil {
 		return packet.FixedHeader{}, nil, err
 	}
 	n := 2
 	for in.buf[in.r+n-1]&0x80 != 0 && n < 5 {
 		n++
-		if err := in.ensure(c.nc, n); err != nil {
+		if err := in.ensure(c.rw, n); err != nil {
 			return packet.FixedHeader{}, nil, err
 		}
 	}
@@ -265,21 +270,21 @@ func (c *conn) readPacket() (packet.FixedHeader, []byte, error) {
 // what it really sends.
 func (c *conn) readBody(n int) ([]byte, error) {
 	if n <= readBufSize {
-		if err := c.in.ensure(c.nc, n); err != nil {
+		if err := c.in.ensure(c.rw, n); err != nil {
 			return nil, err
 		}
 		return c.in.take(n), nil
 	}
 	if n <= cap(c.body) {
 		body := c.body[:n]
-		_, err := c.in.readFull(c.nc, body)
+		_, err := c.in.readFull(c.rw, body)
 		return body, err
 	}
 	body := c.body[:0]
 	for len(body) < n {
 		chunk := min(n-len(body), max(len(body), 64<<10))
 		body = slices.Grow(body, chunk)
-		got, err := c.in.readFull(c.nc, body[len(body):len(body)+chunk])
+		got, err := c.in.readFull(c.rw, body[len(body):len(body)+chunk])
 		body = body[:len(body)+got]
 		if err != nil {
 			return nil, err

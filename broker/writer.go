@@ -175,7 +175,7 @@ func (c *conn) writeSome(p []byte, now, progress time.Time) (int, error) {
 		deadline = d
 	}
 	c.nc.SetWriteDeadline(deadline)
-	return c.nc.Write(p)
+	return c.rw.Write(p)
 }
 
 func (c *conn) writerStopping() bool {
