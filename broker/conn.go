@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gantry/broker/packet"
+	"gantry/broker/rawsock"
 )
 
 var (
@@ -63,7 +64,7 @@ type conn struct {
 	sendWill    bool          // reader: DISCONNECT 0x04 received
 	writerExit  chan struct{} // made by shutdown, closed by a writer it waits for
 	resumable   bool          // a write that timed out may go on (plain TCP)
-	rw          io.ReadWriter // reads and writes nc: nc itself, or its rawSock
+	rw          io.ReadWriter // reads and writes nc: nc itself, or its raw socket (see package rawsock)
 	torn        bool          // writer: a write stopped mid-packet; write nothing more
 	drops       uint64        // writer: QoS 0 messages dropped during this fill
 	sentByQoS   [3]uint64     // writer: messages encoded during this fill
@@ -85,7 +86,7 @@ func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
 		c.resumable = true
 	}
 	c.rw = nc
-	if rs := newRawSock(nc); rs != nil {
+	if rs := rawsock.New(nc); rs != nil {
 		c.rw = rs
 	}
 	// As if a writer ran: a wake-up before accept has queued CONNACK

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package rawsock
+
+import "net"
+
+// Sock is Linux only: elsewhere callers use net.Conn's Read and Write.
+type Sock struct{ net.Conn }
+
+// New returns nil: raw sockets are Linux only.
+func New(net.Conn) *Sock { return nil }
