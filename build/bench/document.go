@@ -114,7 +114,14 @@ func (h *harness) method() string {
   messages received by subscribers (fan-out: 500 per publish). Latency
   there is mostly time spent waiting in that window.
 - latency: 100 pairs at a fixed total rate; latency is end to end, from the
-  time each message was due (payload timestamp) to its receipt.
+  time each message was due (payload timestamp) to its receipt. The
+  generator's timers fire up to a millisecond late (Go's runtime sleeps in
+  epoll_wait, whose timeout is in whole milliseconds): a message that came
+  due while its publisher slept counts from when the timer woke it, and
+  "Generator late p99" says how late that was. A message that came due
+  while its publisher was sending or waiting for the broker counts from
+  when it was due. The generator reads and writes its sockets with raw
+  system calls, as Gantry does (package broker/rawsock).
 - overload: 100 publishers offer QoS 0/1 at a fixed rate to one subscriber
   that takes a quarter of it (32 KB socket receive buffer); lost messages
   are what the broker dropped, after the subscriber drained at full speed.

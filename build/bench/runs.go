@@ -141,9 +141,13 @@ func (o outcome) progress() string {
 			r.OutRate, ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)), r.BrokerCPU.Seconds(),
 			r.GeneratorCPU.Seconds(), mb(r.RSSAfter), r.Received, r.Acked, capped)
 	}
-	return fmt.Sprintf("in %.0f/s out %.0f/s p50 %s p99 %s CPU %.2fs (generator %.2fs) lost %d reordered %d stalls %d",
+	late := ""
+	if r.GeneratorLate != nil && r.GeneratorLate.Count() > 0 {
+		late = fmt.Sprintf(" (timer late p99 %s)", ms(r.GeneratorLate.Quantile(0.99)))
+	}
+	return fmt.Sprintf("in %.0f/s out %.0f/s p50 %s p99 %s CPU %.2fs (generator %.2fs%s) lost %d reordered %d stalls %d",
 		r.InRate, r.OutRate, ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)),
-		r.BrokerCPU.Seconds(), r.GeneratorCPU.Seconds(), r.Lost, r.Reordered, r.Stalls)
+		r.BrokerCPU.Seconds(), r.GeneratorCPU.Seconds(), late, r.Lost, r.Reordered, r.Stalls)
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }

@@ -13,6 +13,7 @@ type summary struct {
 	runs int   // rounds that completed
 	fail error // first failure, if any round failed
 	lat  load.Histogram
+	late load.Histogram // generator timer lateness (open loop)
 
 	out, in, cpu, perCPU   float64 // msg/s, msg/s, CPU s, deliveries per CPU s
 	genCPUs                float64 // CPUs the generator used in the window
@@ -57,6 +58,9 @@ func summarizeGroup(os []outcome) *summary {
 		}
 		ok = append(ok, o.res)
 		s.lat.Merge(o.res.Latency)
+		if o.res.GeneratorLate != nil {
+			s.late.Merge(o.res.GeneratorLate)
+		}
 	}
 	s.runs = len(ok)
 	if len(ok) == 0 {

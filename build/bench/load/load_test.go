@@ -114,6 +114,26 @@ func checkSmoke(t *testing.T, sc Scenario, qos byte, res Result) {
 	if sc.Rate > 0 && res.InRate > 1.5*sc.Rate {
 		t.Errorf("offered %.0f msg/s, sent %.0f msg/s", sc.Rate, res.InRate)
 	}
+	if sc.Rate > 0 && (res.GeneratorLate == nil || res.GeneratorLate.Count() == 0) {
+		t.Errorf("paced run recorded no timer lateness")
+	}
+}
+
+// A paced message that came due while its publisher slept is stamped no
+// earlier than the wake-up; one that came due while the publisher was
+// busy keeps its due time.
+func TestStampFloor(t *testing.T) {
+	const slept, woke = 1000, 1800
+	for _, c := range []struct{ first, want int64 }{
+		{900, 0},     // due before the sleep: the publisher was behind
+		{1000, 0},    // due as it went to sleep
+		{1200, woke}, // due during the sleep: late by the timer
+		{2000, woke}, // due after the wake-up: max(due, woke) is the due time
+	} {
+		if got := stampFloor(c.first, slept, woke); got != c.want {
+			t.Errorf("stampFloor(%d, %d, %d) = %d, want %d", c.first, slept, woke, got, c.want)
+		}
+	}
 }
 
 // TestSinkCountsEveryPublish checks the generator against the sink: every

@@ -260,8 +260,9 @@ func (r *run) closeAll() {
 
 // result adds the end-of-run counts to the window's figures.
 func (r *run) result(res Result) Result {
-	res.Latency = new(Histogram)
+	res.Latency, res.GeneratorLate = new(Histogram), new(Histogram)
 	for _, p := range r.pubs {
+		res.GeneratorLate.Merge(&p.late)
 		res.Sent += p.sent.Load()
 		res.Acked += p.acked.Load()
 		res.Stalls += p.stalls

@@ -157,12 +157,16 @@ type Result struct {
 	Stalls    int    // closed-loop windows written off after a stall
 	Capped    bool   // the publishers sent Scenario.MaxMessages: the window ended early
 
-	Elapsed   time.Duration // measurement window
-	InRate    float64       // publishes/s written in the window
-	OutRate   float64       // deliveries/s received in the window (Sink, Offline: publishes acknowledged/s)
-	Offered   float64       // offered rate, msg/s (open loop)
-	Latency   *Histogram    // end-to-end latency in the window (Offline: publish to PUBACK)
-	BrokerCPU time.Duration // broker CPU time in the window
+	Elapsed time.Duration // measurement window
+	InRate  float64       // publishes/s written in the window
+	OutRate float64       // deliveries/s received in the window (Sink, Offline: publishes acknowledged/s)
+	Offered float64       // offered rate, msg/s (open loop)
+	Latency *Histogram    // end-to-end latency in the window (Offline: publish to PUBACK)
+	// GeneratorLate is how late the generator's timer woke paced
+	// publishers in the window (open loop); the latency of a message
+	// that came due while its publisher slept counts from the wake-up.
+	GeneratorLate *Histogram
+	BrokerCPU     time.Duration // broker CPU time in the window
 	// GeneratorCPU is the CPU time of the whole generator process in the
 	// window: close to Elapsed × its CPUs means it may be the bottleneck.
 	GeneratorCPU time.Duration

@@ -157,6 +157,7 @@ func (r *run) newPublisher(i int, tp string, fanout, n int) *publisher {
 		p.window = 0
 		p.interval = time.Duration(float64(n) / r.sc.Rate * float64(time.Second))
 		p.phase = p.interval * time.Duration(i) / time.Duration(n)
+		p.measuring = &r.measuring
 	}
 	return p
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
 	"gantry/broker/packet"
+	"gantry/broker/rawsock"
 )
 
 // version is the protocol level every client speaks.
@@ -29,14 +31,22 @@ const (
 // may read while another writes through its own buffer.
 type conn struct {
 	nc      net.Conn
-	in      []byte // read buffer; unread bytes are in[r:w]
+	rw      io.ReadWriter // the data path's reads and writes: nc, or its rawsock.Sock
+	in      []byte        // read buffer; unread bytes are in[r:w]
 	r, w    int
 	out     []byte // encoded packets waiting for flush (reader side)
 	present bool   // CONNACK's session present flag
 }
 
 func newConn(nc net.Conn, size int) *conn {
-	return &conn{nc: nc, in: make([]byte, size)}
+	c := &conn{nc: nc, rw: nc, in: make([]byte, size)}
+	// Raw system calls spare the generator the scheduler's hand-offs
+	// around each one (see rawsock.Sock), which cost it as much CPU as
+	// they cost a broker, and so stalls of its own.
+	if s := rawsock.New(nc); s != nil {
+		c.rw = s
+	}
+	return c
 }
 
 // dialer opens client connections from a set of local source addresses.
@@ -151,7 +161,7 @@ func (c *conn) fill() error {
 	if c.w == len(c.in) {
 		c.grow(2 * len(c.in))
 	}
-	n, err := c.nc.Read(c.in[c.w:])
+	n, err := c.rw.Read(c.in[c.w:])
 	c.w += n
 	if n > 0 {
 		return nil
@@ -177,7 +187,7 @@ func (c *conn) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	_, err := c.nc.Write(c.out)
+	_, err := c.rw.Write(c.out)
 	c.out = c.out[:0]
 	return err
 }
