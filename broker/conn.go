@@ -64,7 +64,9 @@ type conn struct {
 	sendWill    bool          // reader: DISCONNECT 0x04 received
 	writerExit  chan struct{} // made by shutdown, closed by a writer it waits for
 	resumable   bool          // a write that timed out may go on (plain TCP)
-	rw          io.ReadWriter // reads and writes nc: nc itself, or its raw socket (see package rawsock)
+	rw          io.ReadWriter // reads and writes nc: nc itself, or raw
+	raw         *rawsock.Sock // rw when it is a raw socket (see package rawsock), else nil
+	replies     bool          // reader: acknowledgements queued for Read to send (see replyLocked)
 	torn        bool          // writer: a write stopped mid-packet; write nothing more
 	drops       uint64        // writer: QoS 0 messages dropped during this fill
 	sentByQoS   [3]uint64     // writer: messages encoded during this fill
@@ -87,7 +89,7 @@ func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
 	}
 	c.rw = nc
 	if rs := rawsock.New(nc); rs != nil {
-		c.rw = rs
+		c.rw, c.raw = rs, rs
 	}
 	// As if a writer ran: a wake-up before accept has queued CONNACK
 	// must not start one (accept starts the first).
@@ -194,7 +196,7 @@ func (c *conn) awaitByte(deadline time.Time) error {
 	if c.isStopped() {
 		return errStopped
 	}
-	return c.in.ensure(c.rw, 1)
+	return c.in.ensure(c, 1)
 }
 
 // errStopped stands for the server's reason when a read is not even
@@ -239,13 +241,13 @@ func (c *conn) logClose(err error) {
 // readPacket.
 func (c *conn) readPacket() (packet.FixedHeader, []byte, error) {
 	in := &c.in
-	if err := in.ensure(c.rw, 2); err != nil {
+	if err := in.ensure(c, 2); err != nil {
 		return packet.FixedHeader{}, nil, err
 	}
 	n := 2
 	for in.buf[in.r+n-1]&0x80 != 0 && n < 5 {
 		n++
-		if err := in.ensure(c.rw, n); err != nil {
+		if err := in.ensure(c, n); err != nil {
 			return packet.FixedHeader{}, nil, err
 		}
 	}
@@ -271,21 +273,21 @@ func (c *conn) readPacket() (packet.FixedHeader, []byte, error) {
 // what it really sends.
 func (c *conn) readBody(n int) ([]byte, error) {
 	if n <= readBufSize {
-		if err := c.in.ensure(c.rw, n); err != nil {
+		if err := c.in.ensure(c, n); err != nil {
 			return nil, err
 		}
 		return c.in.take(n), nil
 	}
 	if n <= cap(c.body) {
 		body := c.body[:n]
-		_, err := c.in.readFull(c.rw, body)
+		_, err := c.in.readFull(c, body)
 		return body, err
 	}
 	body := c.body[:0]
 	for len(body) < n {
 		chunk := min(n-len(body), max(len(body), 64<<10))
 		body = slices.Grow(body, chunk)
-		got, err := c.in.readFull(c.rw, body[len(body):len(body)+chunk])
+		got, err := c.in.readFull(c, body[len(body):len(body)+chunk])
 		body = body[:len(body)+got]
 		if err != nil {
 			return nil, err
@@ -421,6 +423,77 @@ func (c *conn) handleDisconnect(d *packet.Disconnect) error {
 		c.sendWill = true
 	}
 	return errClientClosed
+}
+
+// Read is the reader's view of the socket: before it reads on, it sends
+// the acknowledgements of the packets read so far (see replyLocked).
+func (c *conn) Read(p []byte) (int, error) {
+	if c.replies {
+		c.replies = false
+		c.sendReplies()
+	}
+	return c.rw.Read(p)
+}
+
+// sendReplies sends the queued control packets from the reader's
+// goroutine when no writer runs and the socket takes them at once;
+// otherwise a writer sends them.
+//
+// A publisher's acknowledgements are written by the goroutine that read
+// its publishes, once per read: no writer goroutine starts for them, and
+// the subscribers' writers the publishes woke are not put behind them.
+// (The scheduler runs the goroutine made ready last first: a writer
+// started for the PUBACK after the message was routed made the
+// subscriber wait for it, and on one core, when publishes came in
+// bursts, for every other publisher's PUBACK of the burst.)
+func (c *conn) sendReplies() {
+	if c.raw == nil || !c.wstate.CompareAndSwap(0, writerRunning) {
+		c.wakeWriter() // a writer runs, or must: it sends them
+		return
+	}
+	// This goroutine is the writer now.
+	if c.torn {
+		c.releaseWriter()
+		return
+	}
+	c.outMu.Lock()
+	buf := c.ctrl
+	c.ctrl = nil
+	c.outMu.Unlock()
+	n, _ := c.raw.TryWrite(buf)
+	c.srv.stats.BytesOut.Add(uint64(n))
+	c.outMu.Lock()
+	if n < len(buf) {
+		// The socket is full or failed: the rest goes first, by a
+		// writer, which waits for the socket or handles the error.
+		c.ctrl = append(buf[n:], c.ctrl...)
+		c.outMu.Unlock()
+		c.startWriter()
+		return
+	}
+	if c.ctrl == nil && cap(buf) <= maxIdleCtrl {
+		c.ctrl = buf[:0]
+	}
+	c.outMu.Unlock()
+	c.releaseWriter()
+}
+
+// releaseWriter gives up the writer's role that sendReplies took: a
+// writer starts when a wake-up came meanwhile.
+func (c *conn) releaseWriter() {
+	for {
+		s := c.wstate.Load()
+		if s&(writerRearm|writerClosed) == writerRearm {
+			c.startWriter()
+			return
+		}
+		if c.wstate.CompareAndSwap(s, s&^(writerRunning|writerRearm)) {
+			if s&writerClosed != 0 {
+				close(c.writerExit)
+			}
+			return
+		}
+	}
 }
 
 // queueCtrl appends a control packet for the writer.

@@ -137,6 +137,12 @@ func (c *conn) awaitRoom() {
 	if wait == nil {
 		return
 	}
+	if c.replies {
+		// The reader waits without reading: what it acknowledged
+		// leaves now.
+		c.replies = false
+		c.sendReplies()
+	}
 	c.srv.stats.PublisherPauses.Add(1)
 	t := time.NewTimer(c.srv.opts.StuckTimeout)
 	defer t.Stop()
@@ -230,7 +236,7 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 			c.acks = append(c.acks, p)
 			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
 		} else {
-			c.ackLocked(m.QoS, pid, nil)
+			c.replyLocked(m.QoS, pid)
 		}
 		c.ackMu.Unlock()
 		return nil
@@ -356,11 +362,28 @@ func (c *conn) ackLocked(qos byte, pid uint16, rc error) {
 }
 
 func (c *conn) queueAckLocked(t packet.Type, pid uint16, code packet.ReasonCode) {
+	c.appendAckLocked(t, pid, code)
+	c.wakeWriter()
+}
+
+// replyLocked queues the acknowledgement of a publish the reader has just
+// routed (PUBACK, or PUBREC), for the reader to send before it reads on
+// (see conn.Read). Only the reader calls it; it holds c.ackMu.
+func (c *conn) replyLocked(qos byte, pid uint16) {
+	t := packet.PUBREC
+	if qos == 1 {
+		c.inflightIn--
+		t = packet.PUBACK
+	}
+	c.appendAckLocked(t, pid, packet.Success)
+	c.replies = true
+}
+
+func (c *conn) appendAckLocked(t packet.Type, pid uint16, code packet.ReasonCode) {
 	a := packet.Ack{Type: t, PacketID: pid, ReasonCode: code}
 	c.outMu.Lock()
 	c.ctrl = a.Append(c.ctrl, c.version)
 	c.outMu.Unlock()
-	c.wakeWriter()
 }
 
 // handleAck processes PUBACK, PUBREC, PUBREL and PUBCOMP from the client.
@@ -415,7 +438,8 @@ func (c *conn) handlePubrel(pid uint16) {
 	}
 	c.inflightIn--
 	if !deferred {
-		c.queueAckLocked(packet.PUBCOMP, pid, packet.Success)
+		c.appendAckLocked(packet.PUBCOMP, pid, packet.Success)
+		c.replies = true // the reader's: see replyLocked
 	}
 }
 

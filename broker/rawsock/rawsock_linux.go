@@ -43,6 +43,7 @@ type Sock struct {
 	wp      []byte
 	wn      int
 	werrno  syscall.Errno
+	noWait  bool // TryWrite: return when the socket takes no more
 	writeFn func(uintptr) bool
 }
 
@@ -110,7 +111,7 @@ func (s *Sock) write(fd uintptr) bool {
 			s.wn += int(n)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
-			return false // wait until writable
+			return s.noWait // or wait until writable
 		default:
 			s.werrno = e
 			return true
@@ -122,7 +123,17 @@ func (s *Sock) write(fd uintptr) bool {
 // Write writes p whole as net.Conn's Write does, or up to an error or
 // the write deadline.
 func (s *Sock) Write(p []byte) (int, error) {
-	s.wp, s.wn, s.werrno = p, 0, 0
+	return s.writeWait(p, false)
+}
+
+// TryWrite writes what the socket takes of p now, without waiting: n is
+// less than len(p) without an error when its buffer is full.
+func (s *Sock) TryWrite(p []byte) (n int, err error) {
+	return s.writeWait(p, true)
+}
+
+func (s *Sock) writeWait(p []byte, noWait bool) (int, error) {
+	s.wp, s.wn, s.werrno, s.noWait = p, 0, 0, noWait
 	err := s.rc.Write(s.writeFn)
 	s.wp = nil
 	if err == nil && s.werrno != 0 {

@@ -126,3 +126,27 @@ func TestReadWriteDoNotAllocate(t *testing.T) {
 		t.Fatalf("%.1f allocations per round trip, want 0", allocs)
 	}
 }
+
+// TryWrite takes what the socket takes now and returns at once when it is
+// full, without an error and without waiting for the peer.
+func TestTryWriteDoesNotWait(t *testing.T) {
+	a, b := tcpPair(t)
+	a.SetWriteBuffer(16 << 10)
+	b.SetReadBuffer(16 << 10)
+	rs := New(a)
+	big := make([]byte, 8<<20)
+	start := time.Now()
+	n, err := rs.TryWrite(big)
+	if err != nil || n <= 0 || n >= len(big) {
+		t.Fatalf("TryWrite to a peer that does not read = %d, %v; want part of it, no error", n, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("TryWrite waited %v", d)
+	}
+	// Once the peer drains, the rest goes with Write.
+	go io.Copy(io.Discard, b)
+	a.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if m, err := rs.Write(big[n:]); err != nil || m != len(big)-n {
+		t.Fatalf("Write of the rest = %d, %v", m, err)
+	}
+}
