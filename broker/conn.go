@@ -60,18 +60,20 @@ type conn struct {
 	done      chan struct{} // closed when serve has finished its clean-up
 	reason    atomic.Value  // error: why the server closed it
 
-	normalClose bool          // reader: DISCONNECT 0x00 received
-	sendWill    bool          // reader: DISCONNECT 0x04 received
-	writerExit  chan struct{} // made by shutdown, closed by a writer it waits for
-	resumable   bool          // a write that timed out may go on (plain TCP)
-	rw          io.ReadWriter // reads and writes nc: nc itself, or raw
-	raw         *rawsock.Sock // rw when it is a raw socket (see package rawsock), else nil
-	replies     bool          // reader: acknowledgements queued for Read to send (see replyLocked)
-	torn        bool          // writer: a write stopped mid-packet; write nothing more
-	drops       uint64        // writer: QoS 0 messages dropped during this fill
-	sentByQoS   [3]uint64     // writer: messages encoded during this fill
-	counted     bool          // reader: counted in Stats.Connections (see reserve)
-	inListener  bool          // reader: counted against lc.MaxConnections
+	normalClose bool                    // reader: DISCONNECT 0x00 received
+	sendWill    bool                    // reader: DISCONNECT 0x04 received
+	writerExit  chan struct{}           // made by shutdown, closed by a writer it waits for
+	resumable   bool                    // a write that timed out may go on (plain TCP)
+	rw          io.ReadWriter           // reads and writes nc: nc itself, or raw
+	raw         *rawsock.Sock           // rw when it is a raw socket (see package rawsock), else nil
+	replies     bool                    // reader: acknowledgements queued for Read to send (see replyLocked)
+	woken       [maxDeferredWakes]*conn // reader: writers to wake or run before reading on (see deferWake)
+	nwoken      int
+	torn        bool      // writer: a write stopped mid-packet; write nothing more
+	drops       uint64    // writer: QoS 0 messages dropped during this fill
+	sentByQoS   [3]uint64 // writer: messages encoded during this fill
+	counted     bool      // reader: counted in Stats.Connections (see reserve)
+	inListener  bool      // reader: counted against lc.MaxConnections
 }
 
 func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
@@ -129,6 +131,7 @@ func (c *conn) readOn() {
 		c.handOff(c.idleUntil)
 		return
 	}
+	c.wakeDeferred()
 	c.shutdown(err)
 	c.srv.stats.Disconnects.Add(1)
 	c.cleanUp()
@@ -425,14 +428,100 @@ func (c *conn) handleDisconnect(d *packet.Disconnect) error {
 	return errClientClosed
 }
 
-// Read is the reader's view of the socket: before it reads on, it sends
-// the acknowledgements of the packets read so far (see replyLocked).
+// Read is the reader's view of the socket: before it reads on, it
+// delivers what the packets read so far routed and sends their
+// acknowledgements (see sendDeferred).
 func (c *conn) Read(p []byte) (int, error) {
+	c.sendDeferred()
+	return c.rw.Read(p)
+}
+
+// sendDeferred delivers the messages this reader routed to subscribers
+// whose writers it was handed (see deferWake), then sends the
+// acknowledgements it queued (see replyLocked): deliveries first, as the
+// subscribers wait for them. The reader calls it before it reads on,
+// pauses or stops.
+func (c *conn) sendDeferred() {
+	for i := range c.nwoken {
+		sc := c.woken[i]
+		c.woken[i] = nil
+		sc.deliverFromReader()
+	}
+	c.nwoken = 0
 	if c.replies {
 		c.replies = false
 		c.sendReplies()
 	}
-	return c.rw.Read(p)
+}
+
+// wakeDeferred wakes the writers this reader was handed, when it stops
+// without reading on.
+func (c *conn) wakeDeferred() {
+	for i := range c.nwoken {
+		c.woken[i].wakeWriter()
+		c.woken[i] = nil
+	}
+	c.nwoken = 0
+}
+
+// maxDeferredWakes bounds the writers a reader runs itself per read:
+// beyond them (a publish to many subscribers) writer goroutines deliver,
+// on every core.
+const maxDeferredWakes = 4
+
+// deferWake takes sc's wake-up for this reader to do before it reads on
+// (see sendDeferred), and reports whether it did: a reader that routed a
+// message runs the idle writer of a subscriber itself, once per read
+// rather than per message, and no goroutine starts for it. Only c's
+// reader calls it.
+func (c *conn) deferWake(sc *conn) bool {
+	if sc == c || sc.raw == nil {
+		return false
+	}
+	for _, w := range c.woken[:c.nwoken] {
+		if w == sc {
+			return true
+		}
+	}
+	if c.nwoken == len(c.woken) {
+		return false
+	}
+	c.woken[c.nwoken] = sc
+	c.nwoken++
+	return true
+}
+
+// deliverFromReader is wakeWriter called by another connection's reader
+// (see deferWake): when no writer runs, that reader writes what is queued
+// with one non-blocking write, and leaves the rest, if the socket does
+// not take it all, to a writer goroutine.
+func (c *conn) deliverFromReader() {
+	if !c.wstate.CompareAndSwap(0, writerRunning) {
+		c.wakeWriter() // a writer runs (it looks again), or closing
+		return
+	}
+	// The calling goroutine is c's writer now.
+	if c.torn {
+		c.releaseWriter()
+		return
+	}
+	w := writers.Get().(*writer)
+	buf := c.fill(w, w.buf[:0], 0, time.Now().UnixNano())
+	n := c.tryWrite(buf)
+	if n < len(buf) {
+		// The rest goes first, by a writer. It is copied: buf goes
+		// back to the pool.
+		c.outMu.Lock()
+		c.ctrl = append(append(make([]byte, 0, len(buf)-n+len(c.ctrl)), buf[n:]...), c.ctrl...)
+		c.outMu.Unlock()
+		w.buf = recycle(buf)
+		writers.Put(w)
+		c.startWriter()
+		return
+	}
+	w.buf = recycle(buf)
+	writers.Put(w)
+	c.releaseWriter()
 }
 
 // sendReplies sends the queued control packets from the reader's
@@ -460,8 +549,7 @@ func (c *conn) sendReplies() {
 	buf := c.ctrl
 	c.ctrl = nil
 	c.outMu.Unlock()
-	n, _ := c.raw.TryWrite(buf)
-	c.srv.stats.BytesOut.Add(uint64(n))
+	n := c.tryWrite(buf)
 	c.outMu.Lock()
 	if n < len(buf) {
 		// The socket is full or failed: the rest goes first, by a
@@ -476,6 +564,20 @@ func (c *conn) sendReplies() {
 	}
 	c.outMu.Unlock()
 	c.releaseWriter()
+}
+
+// tryWrite writes what the socket takes of p now, for a goroutine that
+// took the writer's role. A write deadline the writer left fails even a
+// write that does not wait once it has passed: it is cleared then (the
+// writer sets its own before each write).
+func (c *conn) tryWrite(p []byte) int {
+	n, err := c.raw.TryWrite(p)
+	if n == 0 && err != nil && isTimeout(err) {
+		c.nc.SetWriteDeadline(time.Time{})
+		n, _ = c.raw.TryWrite(p)
+	}
+	c.srv.stats.BytesOut.Add(uint64(n))
+	return n
 }
 
 // releaseWriter gives up the writer's role that sendReplies took: a

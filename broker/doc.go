@@ -14,8 +14,14 @@
 // runs only while something is queued for the connection: wakeWriter
 // starts it, and it exits once it has written everything, coalescing what
 // is queued into one write call (on TLS and WebSocket, pieces of at most
-// 64 KiB); its buffers come from a pool. A WebSocket connection has one
-// more goroutine, which pumps its frames into a pipe (see wsConn).
+// 64 KiB); its buffers come from a pool. The reader of a publisher takes
+// the writer's part itself where that is cheaper: before it reads on, it
+// writes what it routed to up to four subscribers whose writers were idle,
+// then the publisher's acknowledgements, each with one non-blocking write
+// (conn.sendDeferred); what a socket does not take at once, a writer
+// goroutine sends. Plain TCP sockets are read and written with raw system
+// calls (package rawsock). A WebSocket connection has one more goroutine,
+// which pumps its frames into a pipe (see wsConn).
 // Routing never blocks on a socket: it appends a delivery to each matching
 // session's bounded queue and wakes that session's writer; a full queue of
 // a connected client pauses the publishers instead (backpressure).
@@ -28,8 +34,9 @@
 // Lock order: conn.ackMu before session.mu; Server.mu before session.mu;
 // session.mu before conn.outMu; session.mu before the persister's own lock
 // (Persist is called under session.mu and never blocks on I/O). The
-// subscription tree and the retained index have their own read-write locks and are never held while another lock is taken. No
-// lock is held during network I/O.
+// subscription tree and the retained index have their own read-write
+// locks and are never held while another lock is taken. No lock is held
+// during network I/O.
 //
 // # Publish pipeline
 //

@@ -139,3 +139,33 @@ func BenchmarkPublishDecodeRoute(b *testing.B) {
 		return nil
 	})
 }
+
+// A reader delivers what it routed before it reads on (see
+// conn.deferWake); one that stops right after, on a DISCONNECT in the same
+// read or a broken stream, still has every routed message delivered.
+func TestReaderThatStopsStillDelivers(t *testing.T) {
+	srv := startServer(t, broker.Options{})
+	subc, _ := connectRaw(t, srv.addr, v5Connect("stop-sub"))
+	subc.subscribe(1, 0, sub("stop/#", 1))
+	for i, end := range []any{&packet.Disconnect{}, []byte{0xF0, 0x05}} { // a DISCONNECT; a malformed packet
+		pubc, _ := connectRaw(t, srv.addr, v5Connect(fmt.Sprint("stop-pub", i)))
+		var b []byte
+		b = pubc.encode(b, rawPublish("stop/a", 0, 0, fmt.Sprint("q0-", i)))
+		b = pubc.encode(b, rawPublish("stop/b", 1, 1, fmt.Sprint("q1-", i)))
+		if raw, ok := end.([]byte); ok {
+			b = append(b, raw...)
+		} else {
+			b = pubc.encode(b, end)
+		}
+		pubc.send(b) // one write: the broker reads them at once
+		for _, want := range []string{fmt.Sprint("q0-", i), fmt.Sprint("q1-", i)} {
+			p := subc.expectPublish()
+			if string(p.Payload) != want {
+				t.Fatalf("subscriber got %q, want %q", p.Payload, want)
+			}
+			if p.QoS == 1 {
+				subc.sendPackets(ack(packet.PUBACK, p.PacketID))
+			}
+		}
+	}
+}

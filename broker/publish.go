@@ -105,7 +105,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 			c.srv.stats.RefusedPublishes.Add(1)
 			return nil
 		}
-		c.srv.route(m)
+		c.srv.routeVia(m, c)
 		return nil
 	}
 	if err := c.pipeline(m, p.PacketID, persisted); err != nil {
@@ -137,12 +137,9 @@ func (c *conn) awaitRoom() {
 	if wait == nil {
 		return
 	}
-	if c.replies {
-		// The reader waits without reading: what it acknowledged
-		// leaves now.
-		c.replies = false
-		c.sendReplies()
-	}
+	// The reader waits without reading: what it routed and acknowledged
+	// leaves now.
+	c.sendDeferred()
 	c.srv.stats.PublisherPauses.Add(1)
 	t := time.NewTimer(c.srv.opts.StuckTimeout)
 	defer t.Stop()
@@ -229,7 +226,7 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 	c.ackMu.Lock()
 	if len(c.acks) == 0 && len(c.srv.hooks) == 0 {
 		// Fast path: no earlier publish and no hook to wait for.
-		stored, t, wait := c.srv.route(m)
+		stored, t, wait := c.srv.routeVia(m, c)
 		c.pauseFor(wait)
 		if stored || persisted {
 			p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, routed: true, storing: true, ticket: t}

@@ -79,6 +79,13 @@ func (s *Server) Deliver(m *Message) {
 // wait, when not nil, is the channel of a congested session: the
 // publisher should pause until it is closed.
 func (s *Server) route(m *Message) (persisted bool, t *storeTicket, wait <-chan struct{}) {
+	return s.routeVia(m, nil)
+}
+
+// routeVia is route called by the reader of via, which the writers of the
+// sessions it delivers to are handed to (see conn.deferWake) instead of
+// being woken at once.
+func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket, wait <-chan struct{}) {
 	if m.Retain {
 		persisted = s.storeRetained(m, &t)
 	}
@@ -92,7 +99,7 @@ func (s *Server) route(m *Message) (persisted bool, t *storeTicket, wait <-chan 
 	for i := range r.targets {
 		tg := &r.targets[i]
 		d := delivery{msg: m, qos: min(m.QoS, tg.qos), retain: m.Retain && tg.rap, subID: tg.subID, more: tg.more}
-		p, w := tg.sess.enqueue(d, &t)
+		p, w := tg.sess.enqueue(d, &t, via)
 		if p {
 			persisted = true
 		}

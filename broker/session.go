@@ -109,8 +109,9 @@ func (s *session) holdQoS2Locked(pid uint16) {
 // messages for an offline session are not kept. It reports whether d was
 // handed to the persister (the publisher's acknowledgement must then wait
 // for the store), and a channel to wait on when the session is congested
-// (the publisher should pause until it is closed).
-func (s *session) enqueue(d delivery, t **storeTicket) (persisted bool, wait <-chan struct{}) {
+// (the publisher should pause until it is closed). With via, the reader of
+// that connection wakes the writer later (see conn.deferWake).
+func (s *session) enqueue(d delivery, t **storeTicket, via *conn) (persisted bool, wait <-chan struct{}) {
 	s.mu.Lock()
 	queued, persisted, wait := s.enqueueLocked(d, t)
 	c, ic := s.conn, s.inproc
@@ -119,7 +120,9 @@ func (s *session) enqueue(d delivery, t **storeTicket) (persisted bool, wait <-c
 		return persisted, wait
 	}
 	if c != nil {
-		c.wakeWriter()
+		if via == nil || !via.deferWake(c) {
+			c.wakeWriter()
+		}
 	} else if ic != nil {
 		ic.wake()
 	}

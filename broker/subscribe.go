@@ -110,7 +110,7 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 // sendRetained queues the retained messages matching a new subscription.
 func (s *Server) sendRetained(sess *session, w retainedRequest) {
 	for _, d := range s.collectRetained(nil, w) {
-		sess.enqueue(d, nil)
+		sess.enqueue(d, nil, nil)
 	}
 }
 
