@@ -34,6 +34,7 @@ type options struct {
 	quick             bool
 	rounds            int
 	duration          time.Duration
+	latencyDuration   time.Duration // latency scenario's window; 0: duration
 	warmup            time.Duration
 	scenarios         []string
 	brokers           []string
@@ -57,18 +58,20 @@ type options struct {
 
 // quickSettings are the -quick values of the flags the user did not set.
 var quickSettings = map[string]string{
-	"rounds":   "2",
-	"duration": "1s",
-	"warmup":   "500ms",
+	"rounds":           "2",
+	"duration":         "1s",
+	"latency-duration": "4s",
+	"warmup":           "500ms",
 }
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.BoolVar(&o.quick, "quick", false, "short run for make bench (about 8 minutes on 2 cores): -rounds 2 -duration 1s -warmup 0.5s unless set")
+	fs.BoolVar(&o.quick, "quick", false, "short run for make bench (about 9 minutes on 2 cores): -rounds 2 -duration 1s -latency-duration 4s -warmup 0.5s unless set")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds per scenario variant, brokers alternating A B A B")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measurement window per run (connections: hold time)")
+	fs.DurationVar(&o.latencyDuration, "latency-duration", 0, "measurement window of the latency scenario, whose percentiles need more samples than a rate (0: -duration)")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "load before the measurement window")
 	scenarios := fs.String("scenarios", strings.Join(scenarioNames(), ","), "comma list of scenarios")
 	brokers := fs.String("brokers", "gantry,mosquitto", "comma list of brokers: gantry, mosquitto")

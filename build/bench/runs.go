@@ -101,6 +101,9 @@ func (h *harness) config(p *process, v variant) load.Config {
 		Sink:        p.kind == sinkKind,
 		Probe:       p.usage,
 	}
+	if isLatency(v) && h.opts.latencyDuration > 0 {
+		cfg.Duration = h.opts.latencyDuration
+	}
 	if p.kind == gantryDurableKind {
 		cfg.Restart = p.crash
 	}
