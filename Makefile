@@ -43,7 +43,7 @@ fuzz:
 	done
 
 # Go micro benchmarks, then Gantry against Mosquitto (build/bench -quick,
-# about 7 minutes on 2 cores); rewrites the bench section of
+# about 9.5 minutes on 2 cores); rewrites the bench section of
 # docs/BENCHMARKS.md and docs/benchmarks.png. Needs mosquitto.
 bench: build
 	$(GO) test -run=NONE -bench=. -benchmem ./broker/... ./lot/rules/ ./lot/runtime/
