@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"syscall"
-	"unsafe"
 )
 
 // Sock reads and writes a TCP or Unix socket with raw system calls
@@ -71,7 +70,7 @@ func New(nc net.Conn) *Sock {
 
 func (s *Sock) read(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(s.rp))), uintptr(len(s.rp)))
+		n, e := sysRead(fd, s.rp)
 		switch e {
 		case syscall.EINTR:
 			continue
@@ -105,7 +104,7 @@ func (s *Sock) Read(p []byte) (int, error) {
 func (s *Sock) write(fd uintptr) bool {
 	for s.wn < len(s.wp) {
 		p := s.wp[s.wn:]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		n, e := sysWrite(fd, p)
 		switch e {
 		case 0:
 			s.wn += int(n)
