@@ -345,6 +345,11 @@ func (c *conn) readLoop() error {
 
 // handle dispatches one packet.
 func (c *conn) handle(h packet.FixedHeader, body []byte) error {
+	if (c.nwoken > 0 || c.replies) && c.mayWait(h.Type) {
+		// What the packets before it routed and acknowledged must not
+		// wait for this one: send it now (see sendDeferred).
+		c.sendDeferred()
+	}
 	switch h.Type {
 	case packet.PUBLISH:
 		return c.handlePublish(h, body)
@@ -369,6 +374,20 @@ func (c *conn) handle(h packet.FixedHeader, body []byte) error {
 	default: // a second CONNECT, or a server-to-client packet
 		return packet.ProtocolError
 	}
+}
+
+// mayWait reports whether handling a packet of type t may wait: in an
+// authorizer, a hook, an observer or the retained store, which a
+// SUBSCRIBE calls, or in a publish hook or authorizer that is not
+// NonBlocking. Acknowledgements and PINGREQ never wait.
+func (c *conn) mayWait(t packet.Type) bool {
+	switch t {
+	case packet.PUBACK, packet.PUBREC, packet.PUBREL, packet.PUBCOMP, packet.PINGREQ:
+		return false
+	case packet.PUBLISH:
+		return c.srv.publishMayBlock
+	}
+	return true
 }
 
 // Each kind of packet is decoded in a function of its own, so that the

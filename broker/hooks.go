@@ -46,6 +46,16 @@ type ConnectAuthorizer interface {
 	CanConnect(info *ConnInfo) bool
 }
 
+// NonBlocking is an optional capability of an Authorizer or a
+// PublishHook: NeverBlocks promises that its calls return without waiting
+// for I/O, a lock held across I/O, or another goroutine. A reader keeps
+// the deliveries and acknowledgements of the publishes it has read for
+// its next socket read (see conn.sendDeferred); before a call that may
+// block it sends them first, which costs a write per publish.
+type NonBlocking interface {
+	NeverBlocks()
+}
+
 // Resolver completes a deferred publish. Resolve(nil) routes and
 // acknowledges it; Resolve(err) refuses it with err's reason code.
 type Resolver interface {

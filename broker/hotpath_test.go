@@ -169,3 +169,65 @@ func TestReaderThatStopsStillDelivers(t *testing.T) {
 		}
 	}
 }
+
+// blockingHook holds QoS 1 publishes until release is closed.
+type blockingHook struct{ release chan struct{} }
+
+func (h blockingHook) InterceptPublish(m *broker.Message, _ broker.Resolver) error {
+	if m.QoS == 1 {
+		<-h.release
+	}
+	return nil
+}
+
+// blockingSubscribe holds a SUBSCRIBE to "z/#" until release is closed.
+type blockingSubscribe struct{ release chan struct{} }
+
+func (blockingSubscribe) CanPublish(*broker.ConnInfo, string) bool { return true }
+func (a blockingSubscribe) CanSubscribe(_ *broker.ConnInfo, filter string) bool {
+	if filter == "z/#" {
+		<-a.release
+	}
+	return true
+}
+
+// What a reader routed and acknowledged does not wait for a later packet
+// of the same read that waits in a hook or the authorizer: it is sent
+// before that packet is handled.
+func TestDeferredSendsDoNotWaitForABlockingCall(t *testing.T) {
+	t.Run("publish hook", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		srv := startServer(t, broker.Options{}, func(s *broker.Server) { s.AddPublishHook(blockingHook{release}) })
+		subc, _ := connectRaw(t, srv.addr, v5Connect("hook-sub"))
+		subc.subscribe(1, 0, sub("hb/#", 0))
+		pubc, _ := connectRaw(t, srv.addr, v5Connect("hook-pub"))
+		var b []byte
+		b = pubc.encode(b, rawPublish("hb/a", 0, 0, "q0"))
+		b = pubc.encode(b, rawPublish("hb/b", 1, 1, "held"))
+		pubc.send(b)
+		if p := subc.expectPublish(); string(p.Payload) != "q0" {
+			t.Fatalf("subscriber got %q, want q0 while the next publish waits in its hook", p.Payload)
+		}
+	})
+	t.Run("authorizer on subscribe", func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		srv := startServer(t, broker.Options{}, func(s *broker.Server) { s.SetAuthorizer(blockingSubscribe{release}) })
+		subc, _ := connectRaw(t, srv.addr, v5Connect("authz-sub"))
+		subc.subscribe(1, 0, sub("ab/#", 1))
+		pubc, _ := connectRaw(t, srv.addr, v5Connect("authz-pub"))
+		// The publisher subscribes after publishing, in the same write:
+		// its SUBSCRIBE waits in the authorizer.
+		var b []byte
+		b = pubc.encode(b, rawPublish("ab/c", 1, 7, "m"))
+		b = pubc.encode(b, &packet.Subscribe{PacketID: 2, Subscriptions: []packet.Subscription{sub("z/#", 0)}})
+		pubc.send(b)
+		if p := subc.expectPublish(); string(p.Payload) != "m" {
+			t.Fatalf("subscriber got %q, want m while the SUBSCRIBE after it waits", p.Payload)
+		}
+		if a := pubc.expectAck(packet.PUBACK); a.PacketID != 7 {
+			t.Fatalf("PUBACK %d, want 7", a.PacketID)
+		}
+	})
+}

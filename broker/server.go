@@ -23,10 +23,13 @@ type Server struct {
 	retained RetainedStore
 	persist  Persister // nil: state lives in memory only
 
-	auth      Authenticator
-	authz     Authorizer
-	hooks     []PublishHook
-	observers []Observer
+	auth  Authenticator
+	authz Authorizer
+	hooks []PublishHook
+	// publishMayBlock: a hook or the authorizer is not NonBlocking, so a
+	// publish may wait in them (see conn.handle). Set before Serve.
+	publishMayBlock bool
+	observers       []Observer
 
 	mu        sync.Mutex          // guards sessions, listeners, conns, closed
 	sessions  map[string]*session // by client identifier
@@ -120,13 +123,33 @@ func New(opts Options) (*Server, error) {
 func (s *Server) SetAuthenticator(a Authenticator) { s.auth = a }
 
 // SetAuthorizer sets the publish/subscribe access check (nil: allow all).
-func (s *Server) SetAuthorizer(a Authorizer) { s.authz = a }
+func (s *Server) SetAuthorizer(a Authorizer) {
+	s.authz = a
+	s.notePublishMayBlock()
+}
+
+// notePublishMayBlock records whether a publish may wait in a hook or the
+// authorizer.
+func (s *Server) notePublishMayBlock() {
+	s.publishMayBlock = false
+	if _, ok := s.authz.(NonBlocking); s.authz != nil && !ok {
+		s.publishMayBlock = true
+	}
+	for _, h := range s.hooks {
+		if _, ok := h.(NonBlocking); !ok {
+			s.publishMayBlock = true
+		}
+	}
+}
 
 // SetRetainedStore replaces the in-memory retained store.
 func (s *Server) SetRetainedStore(r RetainedStore) { s.retained = r }
 
 // AddPublishHook appends a hook to the publish pipeline.
-func (s *Server) AddPublishHook(h PublishHook) { s.hooks = append(s.hooks, h) }
+func (s *Server) AddPublishHook(h PublishHook) {
+	s.hooks = append(s.hooks, h)
+	s.notePublishMayBlock()
+}
 
 // AddObserver registers an event observer.
 func (s *Server) AddObserver(o Observer) { s.observers = append(s.observers, o) }

@@ -161,6 +161,14 @@ func (a authorizer) CanSubscribe(info *broker.ConnInfo, filter string) bool {
 	return a.e.allowed(info, rules.SubscribeScope(filter), filter)
 }
 
+// NeverBlocks implements broker.NonBlocking: a check evaluates the rules
+// in memory, reading the users' file at most once a second when it
+// changed (a small local file), so a reader keeps its deliveries for its
+// next socket read across it.
+func (authorizer) NeverBlocks() {}
+
+var _ broker.NonBlocking = authorizer{}
+
 // CanConnect implements broker.ConnectAuthorizer: the Connect scope of
 // the rules, for clients with credentials and anonymous ones alike.
 func (a authorizer) CanConnect(info *broker.ConnInfo) bool {
