@@ -212,7 +212,10 @@ func TestMaxTopicLevels(t *testing.T) {
 		cp.WillFlag, cp.WillTopic, cp.WillPayload = true, "a/b/c/d", []byte("x")
 		expectRefused(t, s.addr, cp, packet.TopicNameInvalid)
 		cp.ClientID, cp.WillTopic = "ok-will", "a/b/c"
-		connectRaw(t, s.addr, cp)
+		okc, _ := connectRaw(t, s.addr, cp)
+		// A normal DISCONNECT: its will must not reach the subscriber
+		// of the publish subtest below.
+		defer okc.sendPackets(&packet.Disconnect{})
 		if got := s.Stats().TopicLevelsExceeded.Load(); got != 1 {
 			t.Fatalf("TopicLevelsExceeded = %d, want 1", got)
 		}
@@ -235,8 +238,8 @@ func TestMaxTopicLevels(t *testing.T) {
 		sub3.subscribe(1, 0, sub("#", 0))
 		c, _ := connectRaw(t, s.addr, v5Connect("deep-pub"))
 		c.sendPackets(rawPublish("a/b/c", 0, 0, "fits"))
-		if p := sub3.expectPublish(); string(p.Topic) != "a/b/c" {
-			t.Fatalf("got %q", p.Topic)
+		if p := sub3.expectPublish(); string(p.Topic) != "a/b/c" || string(p.Payload) != "fits" {
+			t.Fatalf("got %q %q", p.Topic, p.Payload)
 		}
 		c.sendPackets(rawPublish("a/b/c/d", 0, 0, "too deep"))
 		c.expectDisconnect(packet.TopicNameInvalid)
