@@ -233,16 +233,20 @@ func (s *session) pendingResend() []outgoing {
 	return out
 }
 
-// complete removes pid from flight. It reports whether it was there.
-func (s *session) complete(pid uint16) bool {
+// complete removes pid from flight. It reports whether that freed a
+// send slot for a delivery waiting in the queue: only then has the writer
+// something to do. (Waking it on every acknowledgement started a writer
+// goroutine per QoS 1 message that found nothing to send.)
+func (s *session) complete(pid uint16) (sendMore bool) {
 	s.mu.Lock()
 	f, ok := s.inflight[pid]
 	if ok {
 		delete(s.inflight, pid)
 		s.forgetEntryLocked(f.entry)
 	}
+	sendMore = ok && s.queue.len() > 0
 	s.mu.Unlock()
-	return ok
+	return sendMore
 }
 
 // release marks a QoS 2 message as released (PUBREC received).
