@@ -10,7 +10,11 @@
 // (A B A B ...) for -rounds rounds, drives it with the load generator of
 // gantry/build/bench/load and samples the broker's CPU time and resident
 // memory from /proc. Figures are the median over the rounds; latency
-// percentiles come from the rounds' merged histograms. A QoS 1 message
+// percentiles come from the rounds' merged histograms. The latency
+// scenario's window is -latency-duration (4 s with -quick), as a p99
+// needs more samples than a rate; its paced publishers' own timer
+// lateness is not counted as latency but reported (see
+// load.Result.GeneratorLate). A QoS 1 message
 // lost or reordered is a failure: the run is reported as FAIL and the
 // command exits with status 1 after writing its report.
 //
