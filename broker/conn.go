@@ -464,12 +464,12 @@ func (c *conn) sendDeferred() {
 	for i := range c.nwoken {
 		sc := c.woken[i]
 		c.woken[i] = nil
-		sc.deliverFromReader()
+		sc.writeFromReader()
 	}
 	c.nwoken = 0
 	if c.replies {
 		c.replies = false
-		c.sendReplies()
+		c.writeFromReader()
 	}
 }
 
@@ -510,13 +510,21 @@ func (c *conn) deferWake(sc *conn) bool {
 	return true
 }
 
-// deliverFromReader is wakeWriter called by another connection's reader
-// (see deferWake): when no writer runs, that reader writes what is queued
-// with one non-blocking write, and leaves the rest, if the socket does
-// not take it all, to a writer goroutine.
-func (c *conn) deliverFromReader() {
-	if !c.wstate.CompareAndSwap(0, writerRunning) {
-		c.wakeWriter() // a writer runs (it looks again), or closing
+// writeFromReader does the writer's part from a reader's goroutine: c's
+// own reader (its acknowledgements, see replyLocked) or a publisher's
+// (what it routed to c, see deferWake). When no writer runs, it writes
+// what is queued for c, control packets first (see fill), with one
+// non-blocking write, and leaves what the socket does not take at once to
+// a writer goroutine; otherwise it wakes the writer.
+//
+// No writer goroutine starts per message this way, and the subscribers'
+// deliveries are not put behind a PUBACK: the scheduler runs the
+// goroutine made ready last first, so a writer started for the PUBACK
+// after the message was routed made the subscriber wait for it and, on
+// one core with publishes in bursts, for every other PUBACK of the burst.
+func (c *conn) writeFromReader() {
+	if c.raw == nil || !c.wstate.CompareAndSwap(0, writerRunning) {
+		c.wakeWriter() // a writer runs (it looks again), must run, or closing
 		return
 	}
 	// The calling goroutine is c's writer now.
@@ -528,60 +536,19 @@ func (c *conn) deliverFromReader() {
 	buf := c.fill(w, w.buf[:0], 0, time.Now().UnixNano())
 	n := c.tryWrite(buf)
 	if n < len(buf) {
-		// The rest goes first, by a writer. It is copied: buf goes
-		// back to the pool.
+		// The socket is full or failed: the rest goes first, by a
+		// writer, which waits for the socket or handles the error. It
+		// is copied: buf goes back to the pool.
 		c.outMu.Lock()
 		c.ctrl = append(append(make([]byte, 0, len(buf)-n+len(c.ctrl)), buf[n:]...), c.ctrl...)
 		c.outMu.Unlock()
-		w.buf = recycle(buf)
-		writers.Put(w)
-		c.startWriter()
-		return
 	}
 	w.buf = recycle(buf)
 	writers.Put(w)
-	c.releaseWriter()
-}
-
-// sendReplies sends the queued control packets from the reader's
-// goroutine when no writer runs and the socket takes them at once;
-// otherwise a writer sends them.
-//
-// A publisher's acknowledgements are written by the goroutine that read
-// its publishes, once per read: no writer goroutine starts for them, and
-// the subscribers' writers the publishes woke are not put behind them.
-// (The scheduler runs the goroutine made ready last first: a writer
-// started for the PUBACK after the message was routed made the
-// subscriber wait for it, and on one core, when publishes came in
-// bursts, for every other publisher's PUBACK of the burst.)
-func (c *conn) sendReplies() {
-	if c.raw == nil || !c.wstate.CompareAndSwap(0, writerRunning) {
-		c.wakeWriter() // a writer runs, or must: it sends them
-		return
-	}
-	// This goroutine is the writer now.
-	if c.torn {
-		c.releaseWriter()
-		return
-	}
-	c.outMu.Lock()
-	buf := c.ctrl
-	c.ctrl = nil
-	c.outMu.Unlock()
-	n := c.tryWrite(buf)
-	c.outMu.Lock()
 	if n < len(buf) {
-		// The socket is full or failed: the rest goes first, by a
-		// writer, which waits for the socket or handles the error.
-		c.ctrl = append(buf[n:], c.ctrl...)
-		c.outMu.Unlock()
 		c.startWriter()
 		return
 	}
-	if c.ctrl == nil && cap(buf) <= maxIdleCtrl {
-		c.ctrl = buf[:0]
-	}
-	c.outMu.Unlock()
 	c.releaseWriter()
 }
 
@@ -599,7 +566,7 @@ func (c *conn) tryWrite(p []byte) int {
 	return n
 }
 
-// releaseWriter gives up the writer's role that sendReplies took: a
+// releaseWriter gives up the writer's role that writeFromReader took: a
 // writer starts when a wake-up came meanwhile.
 func (c *conn) releaseWriter() {
 	for {
