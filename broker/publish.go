@@ -93,7 +93,14 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 			return err
 		}
 	}
-	m := NewMessage(&p, tp, time.Now())
+	var m *Message
+	if !p.Retain && len(c.srv.hooks) == 0 && c.srv.persist == nil {
+		// Only sessions' deliveries will hold it: its payload can go back
+		// to a pool once they are done with it (see acquire).
+		m = newPooledMessage(&p, tp, time.Now())
+	} else {
+		m = NewMessage(&p, tp, time.Now())
+	}
 	m.Origin = OriginClient
 	m.ClientID = c.info.ClientID
 	m.Username = c.info.Username
@@ -106,6 +113,7 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 			return nil
 		}
 		c.srv.routeVia(m, c)
+		m.release()
 		return nil
 	}
 	if err := c.pipeline(m, p.PacketID, persisted); err != nil {
@@ -234,6 +242,7 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
 		} else {
 			c.replyLocked(m.QoS, pid)
+			m.release() // routed; a pendingAck above keeps its reference
 		}
 		c.ackMu.Unlock()
 		return nil

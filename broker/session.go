@@ -163,6 +163,7 @@ func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bo
 		}
 	}
 	persisted = s.persistEntryLocked(&d, t)
+	d.msg.acquire() // the queue's reference: it moves to the inflight entry or the outgoing copy (see take)
 	s.queue.pushBack(d)
 	return true, persisted, wait
 }
@@ -214,6 +215,7 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 			// Sent with this identifier: after a restart it is sent
 			// again as a duplicate with it, not as a new message.
 			s.entryStateLocked(d.entry, EntrySent, pid)
+			d.msg.acquire() // the outgoing copy's: the queue's went to the inflight entry
 		}
 		dst = append(dst, outgoing{delivery: *d, pid: pid})
 		s.queue.popFront()
@@ -227,6 +229,7 @@ func (s *session) take(dst []outgoing, window int, now int64) []outgoing {
 func (s *session) pendingResend() []outgoing {
 	out := make([]outgoing, 0, len(s.inflight))
 	for pid, f := range s.inflight {
+		f.msg.acquire()
 		out = append(out, outgoing{delivery: f.delivery, pid: pid, dup: true, release: f.released, seq: f.seq})
 	}
 	slices.SortFunc(out, func(a, b outgoing) int { return cmp.Compare(a.seq, b.seq) })
@@ -243,6 +246,7 @@ func (s *session) complete(pid uint16) (sendMore bool) {
 	if ok {
 		delete(s.inflight, pid)
 		s.forgetEntryLocked(f.entry)
+		f.msg.release()
 	}
 	sendMore = ok && s.queue.len() > 0
 	s.mu.Unlock()

@@ -198,6 +198,7 @@ func (c *conn) fill(w *writer, buf []byte, sent int, now int64) []byte {
 		c.sess.mu.Unlock()
 		for i := range out {
 			buf = c.appendOutgoing(w, buf, sent, &out[i], now)
+			out[i].msg.release() // encoded: the bytes are in buf
 		}
 		clear(out)
 		taken += len(out)
@@ -282,6 +283,7 @@ func recycle(b []byte) []byte {
 func (c *conn) appendResend(w *writer, buf []byte, sent int, now int64) []byte {
 	for i := range c.resend {
 		buf = c.appendOutgoing(w, buf, sent, &c.resend[i], now)
+		c.resend[i].msg.release()
 	}
 	c.resend = nil
 	return buf
