@@ -14,7 +14,10 @@
 // scenario's window is -latency-duration (4 s with -quick), as a p99
 // needs more samples than a rate; its paced publishers' own timer
 // lateness is not counted as latency but reported (see
-// load.Result.GeneratorLate). A QoS 1 message
+// load.Result.GeneratorLate), and on Linux a delivery counts as received
+// at the kernel's receive timestamp of the subscriber's read, so that the
+// time it waited in the socket for the generator's goroutine is reported
+// (load.Result.GeneratorReadLag) rather than counted. A QoS 1 message
 // lost or reordered is a failure: the run is reported as FAIL and the
 // command exits with status 1 after writing its report.
 //

@@ -114,14 +114,21 @@ func (h *harness) method() string {
   messages received by subscribers (fan-out: 500 per publish). Latency
   there is mostly time spent waiting in that window.
 - latency: 100 pairs at a fixed total rate; latency is end to end, from the
-  time each message was due (payload timestamp) to its receipt. The
-  generator's timers fire up to a millisecond late (Go's runtime sleeps in
-  epoll_wait, whose timeout is in whole milliseconds): a message that came
-  due while its publisher slept counts from when the timer woke it, and
-  "Generator late p99" says how late that was. A message that came due
-  while its publisher was sending or waiting for the broker counts from
-  when it was due. The generator reads and writes its sockets with raw
-  system calls, as Gantry does (package broker/rawsock).
+  time each message was due (payload timestamp) to its receipt by the
+  subscriber's socket: the kernel's receive timestamp (SO_TIMESTAMPNS) of
+  the read that got it, that is when the broker's write put it there
+  (Linux; elsewhere, when the generator read it). The generator is one Go
+  process on one core whose scheduler runs the goroutines a poll made
+  ready last first, so a delivery can wait in its socket behind the
+  generator's own work: "Generator read lag p99" says how long, and that
+  wait is not counted. Nor is the generator's lateness in sending: its
+  timers fire up to a millisecond late (Go's runtime sleeps in
+  epoll_wait, whose timeout is in whole milliseconds), so a message that
+  came due while its publisher slept counts from when the timer woke it,
+  and "Generator late p99" says how late that was. A message that came
+  due while its publisher was sending or waiting for the broker counts
+  from when it was due. The generator reads and writes its sockets with
+  raw system calls, as Gantry does (package broker/rawsock).
 - overload: 100 publishers offer QoS 0/1 at a fixed rate to one subscriber
   that takes a quarter of it (32 KB socket receive buffer); lost messages
   are what the broker dropped, after the subscriber drained at full speed.

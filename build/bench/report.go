@@ -175,10 +175,10 @@ func (t tables) throughput(vs []variant) *table {
 
 func (t tables) latency(vs []variant) *table {
 	tb := newTable("Scenario", "QoS", "Payload", "Broker", "Offered msg/s", "Delivered msg/s",
-		"p50 ms", "p99 ms", "p99.9 ms", "Max ms", "Broker CPU s", "Generator late p99 ms", "Gantry/Mosquitto p99")
+		"p50 ms", "p99 ms", "p99.9 ms", "Max ms", "Broker CPU s", "Generator late p99 ms", "Generator read lag p99 ms", "Gantry/Mosquitto p99")
 	t.each(tb, vs, variantCells, func(s *summary) []string {
 		return []string{count(s.offered), count(s.out), msec(s.p(0.5)), msec(s.p(0.99)), msec(s.p(0.999)),
-			msec(s.lat.Max()), secs(s.cpu), msec(s.late.Quantile(0.99))}
+			msec(s.lat.Max()), secs(s.cpu), msec(s.late.Quantile(0.99)), msec(s.lag.Quantile(0.99))}
 	}, func(v variant) string {
 		return t.ratio(v, func(s *summary) float64 { return float64(s.p(0.99)) })
 	})

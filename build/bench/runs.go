@@ -148,6 +148,9 @@ func (o outcome) progress() string {
 	if r.GeneratorLate != nil && r.GeneratorLate.Count() > 0 {
 		late = fmt.Sprintf(" (timer late p99 %s)", ms(r.GeneratorLate.Quantile(0.99)))
 	}
+	if r.GeneratorReadLag != nil && r.GeneratorReadLag.Count() > 0 {
+		late += fmt.Sprintf(" (read lag p99 %s)", ms(r.GeneratorReadLag.Quantile(0.99)))
+	}
 	return fmt.Sprintf("in %.0f/s out %.0f/s p50 %s p99 %s CPU %.2fs (generator %.2fs%s) lost %d reordered %d stalls %d",
 		r.InRate, r.OutRate, ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)),
 		r.BrokerCPU.Seconds(), r.GeneratorCPU.Seconds(), late, r.Lost, r.Reordered, r.Stalls)

@@ -14,6 +14,7 @@ type summary struct {
 	fail error // first failure, if any round failed
 	lat  load.Histogram
 	late load.Histogram // generator timer lateness (open loop)
+	lag  load.Histogram // generator read lag behind the kernel's receive timestamps (open loop)
 
 	out, in, cpu, perCPU   float64 // msg/s, msg/s, CPU s, deliveries per CPU s
 	genCPUs                float64 // CPUs the generator used in the window
@@ -60,6 +61,9 @@ func summarizeGroup(os []outcome) *summary {
 		s.lat.Merge(o.res.Latency)
 		if o.res.GeneratorLate != nil {
 			s.late.Merge(o.res.GeneratorLate)
+		}
+		if o.res.GeneratorReadLag != nil {
+			s.lag.Merge(o.res.GeneratorReadLag)
 		}
 	}
 	s.runs = len(ok)

@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,6 +117,9 @@ func checkSmoke(t *testing.T, sc Scenario, qos byte, res Result) {
 	}
 	if sc.Rate > 0 && (res.GeneratorLate == nil || res.GeneratorLate.Count() == 0) {
 		t.Errorf("paced run recorded no timer lateness")
+	}
+	if sc.Rate > 0 && runtime.GOOS == "linux" && (res.GeneratorReadLag == nil || res.GeneratorReadLag.Count() == 0) {
+		t.Errorf("paced run on Linux recorded no read lag: its subscribers did not read with kernel receive timestamps")
 	}
 }
 

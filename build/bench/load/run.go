@@ -260,7 +260,7 @@ func (r *run) closeAll() {
 
 // result adds the end-of-run counts to the window's figures.
 func (r *run) result(res Result) Result {
-	res.Latency, res.GeneratorLate = new(Histogram), new(Histogram)
+	res.Latency, res.GeneratorLate, res.GeneratorReadLag = new(Histogram), new(Histogram), new(Histogram)
 	for _, p := range r.pubs {
 		res.GeneratorLate.Merge(&p.late)
 		res.Sent += p.sent.Load()
@@ -278,6 +278,7 @@ func (r *run) result(res Result) Result {
 		res.Lost += exp - min(got, exp)
 		res.Reordered += s.reordered
 		res.Latency.Merge(&s.hist)
+		res.GeneratorReadLag.Merge(&s.readLag)
 	}
 	return res
 }

@@ -166,7 +166,11 @@ type Result struct {
 	// publishers in the window (open loop); the latency of a message
 	// that came due while its publisher slept counts from the wake-up.
 	GeneratorLate *Histogram
-	BrokerCPU     time.Duration // broker CPU time in the window
+	// GeneratorReadLag is, in paced runs with kernel receive timestamps,
+	// how long delivered messages waited in the subscribers' sockets
+	// before the generator read them: Latency ends at the timestamp.
+	GeneratorReadLag *Histogram
+	BrokerCPU        time.Duration // broker CPU time in the window
 	// GeneratorCPU is the CPU time of the whole generator process in the
 	// window: close to Elapsed × its CPUs means it may be the bottleneck.
 	GeneratorCPU time.Duration

@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,13 @@ type subscriber struct {
 	received  atomic.Uint64
 	reordered uint64
 	hist      Histogram
+	// Paced runs: stamps reads the socket with the kernel's receive
+	// timestamps (nil elsewhere, or where the option is missing), and
+	// readLag records how long a message waited in the socket for this
+	// goroutine.
+	stamps  *stampReader
+	readLag Histogram
+	rxNs    int64 // when the data of the last read was received, ns since the run's epoch
 
 	rate       float64 // messages/s taken while throttled (0 = unlimited)
 	taken      uint64
@@ -39,8 +47,15 @@ type subscriber struct {
 }
 
 func newSubscriber(id, slot int, c *conn, filter string, r *run, from []int, rate float64) *subscriber {
+	var stamps *stampReader
+	if r.sc.Rate > 0 {
+		if stamps = newStampReader(c.nc); stamps != nil {
+			c.rw = splitRW{stamps, c.rw}
+		}
+	}
 	return &subscriber{
-		id: id, slot: slot, c: c, filter: filter, pubs: r.pubs, from: from, run: r,
+		stamps: stamps,
+		id:     id, slot: slot, c: c, filter: filter, pubs: r.pubs, from: from, run: r,
 		expect:     make([]uint32, len(r.pubs)),
 		credit:     make([]int64, len(r.pubs)),
 		rate:       rate,
@@ -76,6 +91,7 @@ func (s *subscriber) read() error {
 			if err := s.c.fill(); err != nil {
 				return err
 			}
+			s.timeRead()
 			continue
 		}
 		if h.Type != packet.PUBLISH {
@@ -119,9 +135,37 @@ func (s *subscriber) handle(h packet.FixedHeader, body []byte) error {
 		s.credit[pub] += credit
 	}
 	if s.run.measuring.Load() {
-		s.hist.Record(int64(time.Since(s.run.epoch)) - sentNs)
+		s.hist.Record(s.rxNs - sentNs)
 	}
 	return nil
+}
+
+// timeRead sets rxNs for the packets of the read just made: the kernel's
+// receive timestamp where there is one, else now. The messages of one
+// read count as received together (the timestamp is the last packet's).
+func (s *subscriber) timeRead() {
+	now := time.Now()
+	s.rxNs = int64(now.Sub(s.run.epoch)) // monotonic
+	if s.stamps == nil {
+		return
+	}
+	if k, ok := s.stamps.received(); ok {
+		// The timestamp is wall-clock time: only the lag since it is
+		// taken from the wall clock, so that a clock adjustment during
+		// the run does not move the latencies.
+		if lag := now.UnixNano() - k; lag > 0 {
+			s.rxNs -= lag
+			if s.run.measuring.Load() {
+				s.readLag.Record(lag)
+			}
+		}
+	}
+}
+
+// splitRW reads from one reader and writes to another writer.
+type splitRW struct {
+	io.Reader
+	io.Writer
 }
 
 // settle publishes the counts of the last batch, returns credit to the
