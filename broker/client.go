@@ -77,6 +77,7 @@ func (c *Client) run() {
 			for i := range out {
 				if out[i].qos > 0 {
 					delete(c.sess.inflight, out[i].pid) // delivered in process: complete at once
+					out[i].msg.release()                // the inflight entry's reference; the outgoing copy's is held
 				}
 			}
 			c.sess.mu.Unlock()
@@ -84,8 +85,12 @@ func (c *Client) run() {
 				break
 			}
 			for i := range out {
+				// A handler may keep the message (LoT caches payloads), so
+				// it gets one whose payload is its own, never a pooled one.
+				m := out[i].msg.forHandler(out[i].retain)
+				out[i].msg.release()
 				if c.handler != nil {
-					c.handler(out[i].msg.withRetain(out[i].retain))
+					c.handler(m)
 				}
 			}
 			clear(out)

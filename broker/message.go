@@ -147,29 +147,42 @@ type slab struct {
 	class uint8
 }
 
-// Payload buffer size classes: powers of two from 64 B to 64 KB. A larger
-// payload is an ordinary allocation.
+// Payload buffer size classes: 64 B, then four classes per power of two
+// up to 64 KB (80, 96, 112, 128, 160, ...), so that a buffer is at most a
+// quarter larger than its payload (a queued payload holds its whole
+// buffer). A larger payload is an ordinary allocation.
 const (
-	minSlabShift = 6
-	maxSlabShift = 16
+	minSlab    = 64
+	maxSlab    = 64 << 10
+	slabGroups = 4
+	numSlabs   = 1 + (16-6)*slabGroups // classes up to maxSlab
 )
 
-var slabPools [maxSlabShift - minSlabShift + 1]sync.Pool
+var slabPools [numSlabs]sync.Pool
 
-// getSlab returns a buffer of at least n bytes (1 <= n <= 64 KB) from its
-// class's pool, or nil when n is out of that range.
+// slabClass returns the class of a payload of n bytes (1 <= n <= maxSlab)
+// and the size of its buffers.
+func slabClass(n int) (class, size int) {
+	if n <= minSlab {
+		return 0, minSlab
+	}
+	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
+	step := 1 << (k - 2)
+	q := (n - 1 - 1<<k) / step
+	return 1 + (k-6)*slabGroups + q, 1<<k + (q+1)*step
+}
+
+// getSlab returns a buffer of at least n bytes from its class's pool, or
+// nil when n is out of the pooled range.
 func getSlab(n int) *slab {
-	if n <= 0 || n > 1<<maxSlabShift {
+	if n <= 0 || n > maxSlab {
 		return nil
 	}
-	class := 0
-	if n > 1<<minSlabShift {
-		class = bits.Len(uint(n-1)) - minSlabShift
-	}
+	class, size := slabClass(n)
 	if v := slabPools[class].Get(); v != nil {
 		return v.(*slab)
 	}
-	return &slab{b: make([]byte, 1<<(class+minSlabShift)), class: uint8(class)}
+	return &slab{b: make([]byte, size), class: uint8(class)}
 }
 
 func putSlab(sl *slab) { slabPools[sl.class].Put(sl) }
@@ -201,14 +214,19 @@ func (m *Message) remainingExpiry(now int64) uint32 {
 	return uint32((left + int64(time.Second) - 1) / int64(time.Second))
 }
 
-// withRetain returns m, or a shallow copy with Retain set to r.
-func (m *Message) withRetain(r bool) *Message {
-	if m.Retain == r {
+// forHandler returns m as an in-process client's handler gets it, with
+// Retain set to r: m itself, or a shallow copy; a pooled payload is
+// copied, as the handler may keep it. The caller holds a reference.
+func (m *Message) forHandler(r bool) *Message {
+	if m.Retain == r && m.slab == nil {
 		return m
 	}
 	c := *m
 	c.Retain = r
-	c.slab = nil // the copy holds no reference of its own
+	if m.slab != nil {
+		c.slab = nil
+		c.Payload = append([]byte(nil), m.Payload...)
+	}
 	return &c
 }
 

@@ -60,6 +60,21 @@ func TestPooledPayloadsStayIntact(t *testing.T) {
 	slow, _ := connectRaw(t, s.addr, slowCP)
 	slow.subscribe(1, 0, sub("pool/#", 1))
 
+	// An in-process client keeps every payload it is handed, as LoT's
+	// topic cache does; they must still be the published bytes at the end.
+	var kept [][]byte
+	keptAll := make(chan struct{})
+	inproc := s.NewClient("keeper", broker.OriginLoT, func(m *broker.Message) {
+		kept = append(kept, m.Payload)
+		if len(kept) == total {
+			close(keptAll)
+		}
+	})
+	defer inproc.Close()
+	if err := inproc.Subscribe("pool/#", 1); err != nil {
+		t.Fatal(err)
+	}
+
 	fast, _ := connectRaw(t, s.addr, v5Connect("fast"))
 	fast.subscribe(1, 0, sub("pool/#", 1))
 	fastDone := make(chan error, 1)
@@ -104,13 +119,16 @@ func TestPooledPayloadsStayIntact(t *testing.T) {
 	}
 
 	// The slow subscriber has 20 messages in flight; it reads them, acks
-	// none and loses its connection, then gets them again, and the rest.
-	for range 20 {
-		checkPayload(t, "slow, first delivery", slow.expectPublish().Payload, total)
-	}
-	slow.nc.Close()
+	// none and loses its connection, twice (a message sent again is kept
+	// for a further resend), then gets them again, and the rest.
 	slowCP.CleanStart = false
-	slow, _ = connectRaw(t, s.addr, slowCP)
+	for round := range 2 {
+		for range 20 {
+			checkPayload(t, fmt.Sprintf("slow, delivery %d", round+1), slow.expectPublish().Payload, total)
+		}
+		slow.nc.Close()
+		slow, _ = connectRaw(t, s.addr, slowCP)
+	}
 	got := make([]bool, total)
 	for n := 0; n < total; n++ {
 		m := slow.expectPublish()
@@ -120,6 +138,16 @@ func TestPooledPayloadsStayIntact(t *testing.T) {
 		}
 		got[seq] = true
 		slow.sendPackets(ack(packet.PUBACK, m.PacketID))
+	}
+	recv(t, keptAll, "the in-process client's deliveries")
+	// Every buffer is back in its pool: other messages take them now.
+	for seq := total; seq < 2*total; seq++ {
+		pid := uint16(seq%1000 + 1)
+		pub.sendPackets(&packet.Publish{QoS: 1, PacketID: pid, Topic: []byte("elsewhere"), Payload: payloadFor(seq)})
+		pub.expectAck(packet.PUBACK)
+	}
+	for _, p := range kept {
+		checkPayload(t, "in-process client, after all deliveries", p, total)
 	}
 }
 
