@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -461,15 +462,59 @@ func (c *conn) Read(p []byte) (int, error) {
 // subscribers wait for them. The reader calls it before it reads on,
 // pauses or stops.
 func (c *conn) sendDeferred() {
-	for i := range c.nwoken {
-		sc := c.woken[i]
-		c.woken[i] = nil
-		sc.writeFromReader()
+	if c.nwoken == 0 && !c.replies {
+		return
 	}
-	c.nwoken = 0
+	st := &c.srv.deferred
+	if c.nwoken > 0 {
+		st.mu.Lock()
+		st.conns = append(st.conns, c.woken[:c.nwoken]...)
+		st.mu.Unlock()
+		clear(c.woken[:c.nwoken])
+		c.nwoken = 0
+	}
+	runtime.Gosched()
+	st.run()
 	if c.replies {
 		c.replies = false
 		c.writeFromReader()
+	}
+}
+
+// deferredStack holds the subscribers' writers that readers handed over
+// before yielding (see sendDeferred), last pushed on top.
+//
+// The runtime's poller makes the goroutines of the sockets that became
+// readable ready in the reverse order of their readiness, and runs them
+// in that order: readers that each wrote their deliveries at once
+// served the publisher that sent last first, and each delivery waited
+// behind the acknowledgements the readers before it wrote. Now each
+// reader pushes what it routed and yields; runtime.Gosched puts it on the
+// global run queue, which the scheduler looks at once the readers made
+// ready with it have run. The first one back pops the whole stack, so the
+// deliveries of the readers that ran in one round are written in the
+// order their publishers sent them (the reverse of the reverse), before
+// any of their acknowledgements; then each reader writes its own.
+type deferredStack struct {
+	mu    sync.Mutex
+	conns []*conn
+}
+
+// run writes, from the top, what the stack holds when called and what is
+// pushed meanwhile.
+func (st *deferredStack) run() {
+	for {
+		st.mu.Lock()
+		n := len(st.conns)
+		if n == 0 {
+			st.mu.Unlock()
+			return
+		}
+		sc := st.conns[n-1]
+		st.conns[n-1] = nil
+		st.conns = st.conns[:n-1]
+		st.mu.Unlock()
+		sc.writeFromReader()
 	}
 }
 

@@ -38,8 +38,11 @@ type Server struct {
 	closed    bool
 
 	routers sync.Pool // *router scratch space for routing
-	stats   Stats
-	limits  limits // client-protection limits' state (connect.go)
+	// deferred is where readers hand over the subscribers' writers they
+	// run themselves (see conn.sendDeferred).
+	deferred deferredStack
+	stats    Stats
+	limits   limits // client-protection limits' state (connect.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
