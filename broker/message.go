@@ -97,13 +97,12 @@ func newPooledMessage(p *packet.Publish, topic []byte, now time.Time) *Message {
 		return NewMessage(p, topic, now)
 	}
 	n := copy(sl.b, p.Payload)
-	m := &Message{
-		Topic:   string(topic),
-		QoS:     p.QoS,
-		Retain:  p.Retain,
-		Payload: sl.b[:n:n],
-		slab:    sl,
+	m, _ := messagePool.Get().(*Message)
+	if m == nil {
+		m = new(Message)
 	}
+	m.Topic, m.QoS, m.Retain = string(topic), p.QoS, p.Retain
+	m.Payload, m.slab = sl.b[:n:n], sl
 	sl.refs = 1
 	if p.Props.Has != 0 {
 		m.copyProps(&p.Props, now)
@@ -111,11 +110,12 @@ func newPooledMessage(p *packet.Publish, topic []byte, now time.Time) *Message {
 	return m
 }
 
-// acquire adds a holder of m's pooled payload: a delivery in a session's
-// queue, in flight, or being encoded. Every holder that reads the
-// payload holds a reference while it does, and only a holder acquires
-// another (so the count never rises from zero); one that lets go calls
-// release, and the last release returns the buffer to its pool. A holder
+// acquire adds a holder of m and its pooled payload: a delivery in a
+// session's queue, in flight, or being encoded. Every holder that reads
+// the message holds a reference while it does, and only a holder
+// acquires another (so the count never rises from zero); one that lets go
+// calls release, and the last release returns the buffer and the Message
+// value to their pools. A holder
 // that never releases (a message dropped with its session, one handed to
 // an in-process client) leaves the buffer to the garbage collector: that
 // is always safe. A message without a pooled payload ignores both.
@@ -126,18 +126,24 @@ func (m *Message) acquire() {
 }
 
 // release gives up a reference taken by acquire (or newPooledMessage).
-// After it, the caller must not read m's payload.
+// After it, the caller must not read m.
 func (m *Message) release() {
 	if m.slab == nil || atomic.AddInt32(&m.slab.refs, -1) != 0 {
 		return
 	}
 	sl := m.slab
-	// Cleared so that a holder that reads on without a reference reads
-	// nothing rather than another message's bytes (and, under the race
-	// detector, is reported).
-	m.slab, m.Payload = nil, nil
+	// Cleared before it is used again, so that a holder that reads on
+	// without a reference reads an empty message rather than another
+	// message's bytes (and, under the race detector, is reported).
+	*m = Message{}
 	putSlab(sl)
+	messagePool.Put(m)
 }
+
+// messagePool holds the Message values of released pooled messages: at
+// 20,000 messages/s the 200-byte value alone made the collector run
+// every few seconds.
+var messagePool sync.Pool
 
 // slab is a pooled payload buffer of one size class, with the count of
 // the references to the message it holds.
