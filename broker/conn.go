@@ -70,11 +70,16 @@ type conn struct {
 	replies     bool                    // reader: acknowledgements queued for Read to send (see replyLocked)
 	woken       [maxDeferredWakes]*conn // reader: writers to wake or run before reading on (see deferWake)
 	nwoken      int
-	torn        bool      // writer: a write stopped mid-packet; write nothing more
-	drops       uint64    // writer: QoS 0 messages dropped during this fill
-	sentByQoS   [3]uint64 // writer: messages encoded during this fill
-	counted     bool      // reader: counted in Stats.Connections (see reserve)
-	inListener  bool      // reader: counted against lc.MaxConnections
+	// drained says that the reader's last socket read found the socket
+	// empty: only then does it yield before sending what it deferred (see
+	// sendDeferred). With more to read, it reads on first, so that the
+	// writers it woke write several messages at a time.
+	drained    bool
+	torn       bool      // writer: a write stopped mid-packet; write nothing more
+	drops      uint64    // writer: QoS 0 messages dropped during this fill
+	sentByQoS  [3]uint64 // writer: messages encoded during this fill
+	counted    bool      // reader: counted in Stats.Connections (see reserve)
+	inListener bool      // reader: counted against lc.MaxConnections
 }
 
 func newConn(s *Server, nc net.Conn, lc ListenerConfig) *conn {
@@ -453,7 +458,9 @@ func (c *conn) handleDisconnect(d *packet.Disconnect) error {
 // acknowledgements (see sendDeferred).
 func (c *conn) Read(p []byte) (int, error) {
 	c.sendDeferred()
-	return c.rw.Read(p)
+	n, err := c.rw.Read(p)
+	c.drained = n < len(p)
+	return n, err
 }
 
 // sendDeferred delivers the messages this reader routed to subscribers
@@ -473,7 +480,9 @@ func (c *conn) sendDeferred() {
 		clear(c.woken[:c.nwoken])
 		c.nwoken = 0
 	}
-	runtime.Gosched()
+	if c.drained {
+		runtime.Gosched()
+	}
 	st.run()
 	if c.replies {
 		c.replies = false
