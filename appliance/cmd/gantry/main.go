@@ -112,6 +112,7 @@ func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int 
 }
 
 func serve(cfg config.Config, configPath string, dev bool) int {
+	tuneProcs(cfg.Durability.Enabled || (cfg.Cluster.Enabled && len(cfg.ClusterProblems()) == 0))
 	log, level := appliance.NewLogger(os.Stderr, cfg.Logging)
 	for _, w := range cfg.Warnings() {
 		log.Warn(w, "component", "config")
