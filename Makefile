@@ -25,11 +25,12 @@ run: build
 	./bin/gantry -dev
 
 # Everything under the race detector, then the tests that count
-# allocations or write calls again without it (the race detector makes
-# sync.Pool drop items and changes how goroutines interleave).
+# allocations or write calls, or depend on how goroutines are scheduled,
+# again without it (the race detector makes sync.Pool drop items and
+# changes how goroutines interleave).
 test: build
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
-	$(GO) test -count=1 -run 'Alloc|IdleConnectionMemory|FewWrites' ./broker/...
+	$(GO) test -count=1 -run 'Alloc|IdleConnectionMemory|FewWrites|ArrivalOrder' ./broker/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

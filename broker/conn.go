@@ -501,9 +501,11 @@ func (c *conn) sendDeferred() {
 // reader pushes what it routed and yields; runtime.Gosched puts it on the
 // global run queue, which the scheduler looks at once the readers made
 // ready with it have run. The first one back pops the whole stack, so the
-// deliveries of the readers that ran in one round are written in the
-// order their publishers sent them (the reverse of the reverse), before
-// any of their acknowledgements; then each reader writes its own.
+// subscribers that the readers of one round delivered to are written in
+// the order their publishers sent (the reverse of the reverse), before
+// any of the readers' acknowledgements; then each reader writes its own.
+// (A subscriber that several of them delivered to gets its queue in the
+// order they routed, newest first: the stack orders writes, not queues.)
 type deferredStack struct {
 	mu    sync.Mutex
 	conns []*conn
