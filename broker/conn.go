@@ -466,8 +466,11 @@ func (c *conn) Read(p []byte) (int, error) {
 // sendDeferred delivers the messages this reader routed to subscribers
 // whose writers it was handed (see deferWake), then sends the
 // acknowledgements it queued (see replyLocked): deliveries first, as the
-// subscribers wait for them. The reader calls it before it reads on,
-// pauses or stops.
+// subscribers wait for them. The writers go onto the server's deferred
+// stack, and a reader whose last read emptied its socket yields before it
+// writes what the stack holds, so that the readers of one round deliver
+// in arrival order (see deferredStack). The reader calls it before it
+// reads on or pauses.
 func (c *conn) sendDeferred() {
 	if c.nwoken == 0 && !c.replies {
 		return
