@@ -19,7 +19,10 @@
 // writes what it routed to up to four subscribers whose writers were idle,
 // then the publisher's acknowledgements, each with one non-blocking write
 // (conn.sendDeferred); what a socket does not take at once, a writer
-// goroutine sends. Plain TCP sockets are read and written with raw system
+// goroutine sends. A reader whose socket is empty hands those subscribers
+// to the server's deferred stack and yields first, so that on one core the
+// readers made ready by one poll deliver in arrival order, before any of
+// their acknowledgements (deferredStack). Plain TCP sockets are read and written with raw system
 // calls (package rawsock). A WebSocket connection has one more goroutine,
 // which pumps its frames into a pipe (see wsConn).
 // Routing never blocks on a socket: it appends a delivery to each matching
@@ -35,8 +38,8 @@
 // session.mu before conn.outMu; session.mu before the persister's own lock
 // (Persist is called under session.mu and never blocks on I/O). The
 // subscription tree and the retained index have their own read-write
-// locks and are never held while another lock is taken. No lock is held
-// during network I/O.
+// locks and are never held while another lock is taken, as is the
+// deferred stack's mutex. No lock is held during network I/O.
 //
 // # Publish pipeline
 //
@@ -47,8 +50,18 @@
 //
 // # Memory on the hot path
 //
-// Routing a message allocates its Message (topic and payload share one
-// buffer); delivering it to N subscribers allocates nothing per
+// Delivering a message to N subscribers allocates nothing per
 // subscriber: deliveries are values in each session's queue, encoded
-// into the writer's reused buffer.
+// into the writer's reused buffer. A message a network client publishes
+// allocates only its topic string when nothing but sessions' deliveries
+// can keep it (not retained, no publish hooks, no persister): its
+// payload buffer (size-classed) and its Message value come from pools
+// and go back when the last holder releases them (message.go, acquire).
+// The holders are the publisher's reader while it routes, each queue
+// entry, each inflight entry and each outgoing copy while the writer
+// encodes it. Whatever reads such a message must hold a reference; a
+// holder that never releases leaves the message to the garbage
+// collector, which is always safe. In-process clients get a copy. Other
+// messages (retained, wills, LoT's, those hooks or the persister see)
+// are ordinary allocations, topic and payload in one buffer.
 package broker

@@ -115,10 +115,10 @@ func newPooledMessage(p *packet.Publish, topic []byte, now time.Time) *Message {
 // the message holds a reference while it does, and only a holder
 // acquires another (so the count never rises from zero); one that lets go
 // calls release, and the last release returns the buffer and the Message
-// value to their pools. A holder
-// that never releases (a message dropped with its session, one handed to
-// an in-process client) leaves the buffer to the garbage collector: that
-// is always safe. A message without a pooled payload ignores both.
+// value to their pools. A holder that never releases (a message dropped
+// with its session or its expiry, an in-process client's deliveries)
+// leaves them to the garbage collector: that is always safe. A message
+// without a pooled payload ignores both.
 func (m *Message) acquire() {
 	if m.slab != nil {
 		atomic.AddInt32(&m.slab.refs, 1)
@@ -158,10 +158,12 @@ type slab struct {
 // quarter larger than its payload (a queued payload holds its whole
 // buffer). A larger payload is an ordinary allocation.
 const (
-	minSlab    = 64
-	maxSlab    = 64 << 10
-	slabGroups = 4
-	numSlabs   = 1 + (16-6)*slabGroups // classes up to maxSlab
+	minSlabShift = 6
+	maxSlabShift = 16
+	minSlab      = 1 << minSlabShift // 64 B
+	maxSlab      = 1 << maxSlabShift // 64 KB
+	slabGroups   = 4                 // classes per power of two
+	numSlabs     = 1 + (maxSlabShift-minSlabShift)*slabGroups
 )
 
 var slabPools [numSlabs]sync.Pool
@@ -173,9 +175,9 @@ func slabClass(n int) (class, size int) {
 		return 0, minSlab
 	}
 	k := bits.Len(uint(n-1)) - 1 // 2^k < n <= 2^(k+1)
-	step := 1 << (k - 2)
+	step := 1 << k / slabGroups
 	q := (n - 1 - 1<<k) / step
-	return 1 + (k-6)*slabGroups + q, 1<<k + (q+1)*step
+	return 1 + (k-minSlabShift)*slabGroups + q, 1<<k + (q+1)*step
 }
 
 // getSlab returns a buffer of at least n bytes from its class's pool, or

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestDeliveriesOfOneRoundLeaveInArrivalOrder(t *testing.T) {
 	// socket asks (a deferred work item).
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		stamps := round()
-		if !contains(stamps, 0) {
+		if !slices.Contains(stamps, 0) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -80,15 +81,6 @@ func TestDeliveriesOfOneRoundLeaveInArrivalOrder(t *testing.T) {
 	if inOrder < rounds/2 {
 		t.Fatalf("only %d of %d rounds delivered in arrival order", inOrder, rounds)
 	}
-}
-
-func contains(s []int64, v int64) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // stampedConn reads a subscriber's socket with the kernel's receive
