@@ -60,9 +60,9 @@ const minProcsForFsync = 2
 // path, unless GOMAXPROCS is set. With one P, the store's writer holds it
 // in fdatasync until the runtime's monitor hands it to another thread;
 // when the call returns, the writer waits in the global run queue behind
-// every client's reader. Each group commit then took about 27 ms, and a
-// durable node confined to one core acknowledged 25,700 QoS 1 messages/s;
-// with two Ps, 208,000 (build/bench -scenarios durable -modes pinned).
+// every client's reader. Acknowledgements then waited about 30 ms at the
+// median, and a durable node confined to one core acknowledged 25,513 QoS 1 messages/s
+// of 16 B; with two Ps, 204,787 (see docs/operations.md for the command).
 // Without fsyncs the second P only adds thread switches: pinned fan-in at
 // QoS 1 fell by a fifth with it, so other nodes keep one.
 func tuneProcs(fsyncs bool) {
