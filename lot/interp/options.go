@@ -2,6 +2,7 @@ package interp
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -74,15 +75,16 @@ func DefaultOptions() Options {
 func (o *Options) Validate() error {
 	checks := []struct {
 		name    string
-		v, min  int
-		maximum int
+		v, min  int64
+		maximum int64
 	}{
-		{"MaxLoopIterations", o.MaxLoopIterations, 1, 1 << 30},
-		{"MaxSteps", o.MaxSteps, 1, 1 << 40},
-		{"MaxCallDepth", o.MaxCallDepth, 1, 1000},
-		{"MaxValueBytes", o.MaxValueBytes, 1, 1 << 30},
-		{"MaxRegexBytes", o.MaxRegexBytes, 1, 1 << 20},
-		{"MaxExplodeTopics", o.MaxExplodeTopics, 1, 1 << 24},
+		{"MaxLoopIterations", int64(o.MaxLoopIterations), 1, 1 << 30},
+		// MaxSteps is an int: on a 32-bit target it cannot exceed math.MaxInt32.
+		{"MaxSteps", int64(o.MaxSteps), 1, min(1<<40, int64(math.MaxInt))},
+		{"MaxCallDepth", int64(o.MaxCallDepth), 1, 1000},
+		{"MaxValueBytes", int64(o.MaxValueBytes), 1, 1 << 30},
+		{"MaxRegexBytes", int64(o.MaxRegexBytes), 1, 1 << 20},
+		{"MaxExplodeTopics", int64(o.MaxExplodeTopics), 1, 1 << 24},
 	}
 	for _, c := range checks {
 		if c.v < c.min || c.v > c.maximum {
