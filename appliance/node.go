@@ -67,11 +67,8 @@ func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, erro
 	if err != nil {
 		return nil, err
 	}
-	if path, err := auth.EnsureRoot(users, cfg.DataDir); err != nil {
+	if err := ensureAdministrator(users, cfg.DataDir, log); err != nil {
 		return nil, err
-	} else if path != "" {
-		log.Warn("created the administrator root with a random password; read it, then delete the file",
-			"component", "auth", "file", path)
 	}
 	n := &Node{cfg: cfg, log: log, level: level, Broker: b, Users: users,
 		listeners: make(map[string]net.Listener), stop: make(chan struct{})}
@@ -307,4 +304,24 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// ensureAdministrator creates root when the user store has no
+// administrator (see auth.EnsureRoot) and says so; while the initial
+// password file is still there it says so again, once per start.
+func ensureAdministrator(users *auth.Store, dataDir string, log *slog.Logger) error {
+	path, err := auth.EnsureRoot(users, dataDir)
+	switch {
+	case err != nil:
+		return err
+	case path != "":
+		log.Warn("no administrator in the user store: created the administrator root with a random password; read it, then delete the file",
+			"component", "auth", "file", path)
+	default:
+		if pending := auth.InitialRootPending(dataDir); pending != "" {
+			log.Warn("the administrator root's initial password is still on disk; read it, change it, then delete the file",
+				"component", "auth", "file", pending)
+		}
+	}
+	return nil
 }

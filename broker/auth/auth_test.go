@@ -178,3 +178,68 @@ func TestAuthenticatorCacheFollowsPasswordChange(t *testing.T) {
 		t.Fatal("cached old password accepted after a change")
 	}
 }
+
+// TestEnsureRootWithoutAdministrator: a store with users but no
+// administrator (the seed's quick start adds its cluster user before the
+// first start) still gets root; an ordinary user called root is made an
+// administrator with its own password; an administrator present means
+// nothing is done.
+func TestEnsureRootWithoutAdministrator(t *testing.T) {
+	t.Run("ordinary users only", func(t *testing.T) {
+		dir := t.TempDir()
+		s, _ := Open(dir)
+		s.Add("cluster", "a-strong-password", false)
+		path, err := EnsureRoot(s, dir)
+		if err != nil || path == "" {
+			t.Fatalf("EnsureRoot: %q %v, want root created", path, err)
+		}
+		if u, ok := s.Lookup("root"); !ok || !u.Admin || s.Admins() != 1 {
+			t.Fatalf("root: %+v %v, admins %d", u, ok, s.Admins())
+		}
+		if InitialRootPending(dir) != path {
+			t.Fatalf("InitialRootPending = %q, want %q", InitialRootPending(dir), path)
+		}
+	})
+	t.Run("ordinary root", func(t *testing.T) {
+		dir := t.TempDir()
+		s, _ := Open(dir)
+		s.Add("root", "chosen", false)
+		path, err := EnsureRoot(s, dir)
+		if err != nil || path != "" {
+			t.Fatalf("EnsureRoot: %q %v, want root promoted and no file", path, err)
+		}
+		if u, err := s.Verify("root", []byte("chosen")); err != nil || !u.Admin {
+			t.Fatalf("root: %+v %v, want an administrator with its own password", u, err)
+		}
+		if InitialRootPending(dir) != "" {
+			t.Fatal("a password file was written for a root that has its own password")
+		}
+	})
+	t.Run("administrator present", func(t *testing.T) {
+		dir := t.TempDir()
+		s, _ := Open(dir)
+		s.Add("ops", "pw", true)
+		if path, err := EnsureRoot(s, dir); err != nil || path != "" {
+			t.Fatalf("EnsureRoot: %q %v, want nothing done", path, err)
+		}
+		if _, ok := s.Lookup("root"); ok {
+			t.Fatal("root created beside an administrator")
+		}
+	})
+}
+
+func TestLastAdministratorStays(t *testing.T) {
+	s, _ := Open(t.TempDir())
+	s.Add("root", "a", true)
+	s.Add("dave", "b", false)
+	if err := s.Remove("root"); !errors.Is(err, ErrLastAdmin) {
+		t.Fatalf("removing the last administrator: %v, want ErrLastAdmin", err)
+	}
+	s.Add("ops", "c", true)
+	if err := s.Remove("root"); err != nil {
+		t.Fatalf("removing one of two administrators: %v", err)
+	}
+	if err := s.Remove("dave"); err != nil {
+		t.Fatalf("removing an ordinary user: %v", err)
+	}
+}

@@ -4,9 +4,9 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -20,21 +20,28 @@ import (
 // created with a random password.
 const InitialRootFile = "initial-root-password"
 
-// EnsureRoot creates the administrator "root" with a random password when
-// the store is empty, and writes the password once to
-// dir/initial-root-password (mode 0600). It returns the file's path when
-// it created the user.
+// RootName is the administrator a node creates when it has none.
+const RootName = "root"
+
+// EnsureRoot makes sure the store holds an administrator. When none of its
+// users is one (an empty store, or one where only ordinary users were
+// added before the first start, as the seed's quick start does with its
+// cluster user), it creates the administrator root with a random password
+// and writes the password once to dir/initial-root-password (mode 0600),
+// returning the file's path. A user already called root, not an
+// administrator, is made one and keeps the password it was given (no file
+// is written). With an administrator present it does nothing. The check
+// and the change happen under the store's file lock, so a concurrent
+// -addUser -admin is either seen or sees root.
 func EnsureRoot(s *Store, dir string) (string, error) {
-	if s.Len() > 0 {
+	if s.Admins() > 0 {
 		return "", nil
 	}
 	var b [18]byte
 	rand.Read(b[:])
 	password := encodePassword(b[:])
-	if err := s.Add("root", password, true); err != nil {
-		if errors.Is(err, ErrUserExists) {
-			return "", nil // another process created it first
-		}
+	created, err := s.addFirstAdmin(RootName, password)
+	if err != nil || !created {
 		return "", err
 	}
 	path := filepath.Join(dir, InitialRootFile)
@@ -42,6 +49,16 @@ func EnsureRoot(s *Store, dir string) (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// InitialRootPending returns the path of dir's initial-root-password file
+// when it still exists (nobody has read and deleted it yet), else "".
+func InitialRootPending(dir string) string {
+	path := filepath.Join(dir, InitialRootFile)
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
 }
 
 func encodePassword(b []byte) string {

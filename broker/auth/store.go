@@ -23,6 +23,7 @@ var (
 	ErrBadPassword = errors.New("auth: bad password")
 	ErrInvalidName = errors.New("auth: invalid user name")
 	ErrEmptyPasswd = errors.New("auth: empty password")
+	ErrLastAdmin   = errors.New("auth: the last administrator cannot be removed")
 	errFileVersion = errors.New("auth: users file has an unknown version")
 )
 
@@ -221,11 +222,58 @@ func (s *Store) Add(name, password string, admin bool) error {
 	})
 }
 
-// Remove deletes a user.
+// Admins returns how many users are administrators.
+func (s *Store) Admins() int {
+	s.reload()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return countAdmins(s.users)
+}
+
+func countAdmins(users map[string]User) int {
+	n := 0
+	for _, u := range users {
+		if u.Admin {
+			n++
+		}
+	}
+	return n
+}
+
+// addFirstAdmin, under the file lock, does nothing when an administrator
+// exists; otherwise it creates name as an administrator with password
+// (created true) or, when name exists as an ordinary user, makes it an
+// administrator with its own password (created false).
+func (s *Store) addFirstAdmin(name, password string) (created bool, err error) {
+	hash, err := hashPassword(password)
+	if err != nil {
+		return false, err
+	}
+	err = s.change(func(users map[string]User) error {
+		if countAdmins(users) > 0 {
+			return nil
+		}
+		if u, ok := users[name]; ok {
+			u.Admin = true
+			users[name] = u
+			return nil
+		}
+		users[name] = User{Name: name, Hash: hash, Admin: true}
+		created = true
+		return nil
+	})
+	return created, err
+}
+
+// Remove deletes a user; the last administrator stays (ErrLastAdmin).
 func (s *Store) Remove(name string) error {
 	return s.change(func(users map[string]User) error {
-		if _, ok := users[name]; !ok {
+		u, ok := users[name]
+		if !ok {
 			return fmt.Errorf("%w: %s", ErrUnknownUser, name)
+		}
+		if u.Admin && countAdmins(users) == 1 {
+			return fmt.Errorf("%w: %s: add another administrator first", ErrLastAdmin, name)
 		}
 		delete(users, name)
 		return nil

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -73,7 +74,16 @@ func run() int {
 	}
 	switch {
 	case *addUser != "":
-		return userCommand(cfg, func(s *auth.Store) error { return s.Add(*addUser, passwordArg(), adminArg(*admin)) }, "added user "+*addUser)
+		return userCommand(cfg, func(s *auth.Store) error {
+			if err := s.Add(*addUser, passwordArg(), adminArg(*admin)); err != nil {
+				return err
+			}
+			if s.Admins() == 0 {
+				fmt.Fprintf(os.Stderr, "no administrator yet: the node's next start creates the administrator %s and writes its password to %s\n",
+					auth.RootName, filepath.Join(cfg.DataDir, auth.InitialRootFile))
+			}
+			return nil
+		}, "added user "+*addUser)
 	case *removeUser != "":
 		return userCommand(cfg, func(s *auth.Store) error { return s.Remove(*removeUser) }, "removed user "+*removeUser)
 	case *changePassword != "":
