@@ -45,7 +45,7 @@ func MQTTRoundTrip(addr, user, password string, timeout time.Duration) error {
 	topic := fmt.Sprintf("boot/%d", time.Now().UnixNano())
 	payload := "hello from the host"
 	opts := func(id string) *mqtt.ClientOptions {
-		return mqtt.NewClientOptions().AddBroker("tcp://"+addr).SetClientID(id).
+		return mqtt.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).
 			SetUsername(user).SetPassword(password).SetConnectTimeout(timeout).
 			SetAutoReconnect(false).SetConnectRetry(false)
 	}

@@ -28,7 +28,7 @@ type VM struct {
 type VMConfig struct {
 	Arch       Arch
 	MemoryMB   int
-	Kernel     string   // direct kernel boot when set
+	Kernel     string // direct kernel boot when set
 	Initrd     string
 	Append     string   // kernel command line (console= is added)
 	Disk       string   // raw disk image attached as virtio-blk
