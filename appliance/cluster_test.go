@@ -253,3 +253,43 @@ func TestBusyClusterPortKeepsNodeUp(t *testing.T) {
 		t.Errorf("/cluster = %+v, want enabled false naming the busy port", st)
 	}
 }
+
+// TestBinaryKillLeaderOnceHealthy runs three fresh gantry processes and
+// kills the leader with kill -9 the moment the seed document's health
+// check first passes (the same leader on every node, membersTotal 3
+// everywhere, membersAlive equal to membersTotal on the leader): every
+// member votes by then, so the two others elect a new leader.
+func TestBinaryKillLeaderOnceHealthy(t *testing.T) {
+	nodes := clusterOf(t, 3)
+	var leader string
+	var leaderView cluster.Status
+	eventuallyEvery(t, 30*time.Second, 2*time.Millisecond, func() error {
+		leader = ""
+		for _, nd := range nodes {
+			st, err := clusterView(nd.ip)
+			if err != nil {
+				return err
+			}
+			switch l := st.Leadership.Leader; {
+			case l == "" || (leader != "" && l != leader):
+				return fmt.Errorf("%s follows %q, another node %q", st.NodeName, l, leader)
+			case st.MembersTotal != 3:
+				return fmt.Errorf("%s lists %d members", st.NodeName, st.MembersTotal)
+			case st.Leadership.IsLeader && st.MembersAlive != st.MembersTotal:
+				return fmt.Errorf("leader %s sees %d of %d alive", st.NodeName, st.MembersAlive, st.MembersTotal)
+			case st.Leadership.IsLeader:
+				leaderView = st
+			}
+			leader = st.Leadership.Leader
+		}
+		return nil
+	})
+	if leaderView.Voters != 3 || !allVote(leaderView) {
+		t.Errorf("healthy by the seed's check, but the leader's /cluster shows voters %d: %+v", leaderView.Voters, leaderView.Members)
+	}
+	victim, rest := byName(nodes, leader)
+	victim.kill()
+	start := time.Now()
+	next := agreeOnLeader(t, rest, 3, 5*time.Second, leader)
+	t.Logf("kill -9 of leader %s as soon as the cluster looked healthy: %s leads after %v", leader, next, time.Since(start))
+}

@@ -291,3 +291,67 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// seedHealthy is the seed document's health check ("Check the cluster"):
+// every running member names the same leader, every one lists want
+// members, and the leader sees membersAlive equal to membersTotal.
+func seedHealthy(c *clustertest.Cluster, want int) error {
+	leader := ""
+	for _, m := range c.Members {
+		if m.Node == nil {
+			continue
+		}
+		st := m.Node.Status()
+		switch l := st.Leadership.Leader; {
+		case l == "":
+			return fmt.Errorf("%s names no leader", m.Name)
+		case leader != "" && l != leader:
+			return fmt.Errorf("%s follows %s, another member %s", m.Name, l, leader)
+		case st.MembersTotal != want:
+			return fmt.Errorf("%s lists %d members, want %d", m.Name, st.MembersTotal, want)
+		case st.Leadership.IsLeader && st.MembersAlive != st.MembersTotal:
+			return fmt.Errorf("leader %s sees %d of %d alive", m.Name, st.MembersAlive, st.MembersTotal)
+		default:
+			leader = l
+		}
+	}
+	return nil
+}
+
+// TestKillLeaderOnceHealthy kills the leader the moment the seed's health
+// check first passes on a cluster of three fresh nodes: the two others
+// must already vote, so they elect a new leader.
+func TestKillLeaderOnceHealthy(t *testing.T) {
+	c := clustertest.New(t, 3)
+	c.StartAll()
+	deadline := time.Now().Add(15 * time.Second)
+	for seedHealthy(c, 3) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("not healthy after 15 s: %v", seedHealthy(c, 3))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	var old *clustertest.Member
+	for _, m := range c.Members {
+		if m.Node.IsLeader() {
+			old = m
+		}
+	}
+	if old == nil {
+		t.Fatal("healthy, but no member leads")
+	}
+	for _, mm := range old.Node.Status().Members {
+		if !mm.Voter {
+			t.Errorf("healthy by the seed's check while %s does not vote: %+v", mm.Name, old.Node.Status().Members)
+		}
+	}
+	var rest []int
+	for i, m := range c.Members {
+		if m != old {
+			rest = append(rest, i)
+		}
+	}
+	c.Kill(c.Index(old))
+	next := c.WaitLeader(5*time.Second, rest...)
+	t.Logf("leader %s killed as soon as the cluster looked healthy; %s leads", old.Name, next.Name)
+}

@@ -32,7 +32,13 @@
 // Every ReconcileInterval the leader asks discovery for the peers, adds
 // those of its ClusterId that are not members as non-voters and gives them
 // their vote once their own configuration lists them and they answer its
-// heartbeats (so an unreachable Raft port never costs the majority),
+// heartbeats (so an unreachable Raft port never costs the majority). It
+// does not wait for the next round to do so: after adding a member it asks
+// it every heartbeat interval (awaitCatchUp) and promotes it as soon as the
+// member knows the entry that added it to be committed. Status counts a
+// member in membersAlive only once it votes, and the leader only once the
+// configuration that gave the vote is committed, so a cluster looks
+// complete only when losing its leader still leaves a majority. It
 // follows members that moved, removes a member
 // silent for MemberRemovalGrace (its failed heartbeats, as hashicorp/raft
 // reports them), removes a member Kubernetes discovery stopped listing for
@@ -76,8 +82,12 @@
 //
 // New and Start are called once, Shutdown once; the other methods may be
 // called from any goroutine. The node runs three goroutines (Raft
-// observations, the control loop, discovery's own work), started by goRun
-// and stopped by Shutdown. Node.mu guards the join attempts and the state
-// callbacks; liveness has its own mutex; none is
-// held across network I/O or a Raft future.
+// observations, the control loop, discovery's own work), and while it
+// leads one per member catching up (awaitCatchUp), all started by goRun
+// and stopped by Shutdown (goRun starts nothing once Shutdown began).
+// Node.mu guards the join attempts, the catch-up watches and the state
+// callbacks; changeMu serialises membership changes and may be held
+// across a Raft future, and is taken before mu, never after; liveness has
+// its own mutex; mu and liveness's are never held across network I/O or a
+// Raft future.
 package cluster

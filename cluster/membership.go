@@ -88,15 +88,81 @@ func (n *Node) addMember(h Hello) error {
 	if known && old.voter {
 		add = n.raft.AddVoter // a move keeps the member's vote
 	}
-	if err := add(raft.ServerID(h.NodeName), raft.ServerAddress(h.RaftAddr), index, applyTimeout).Error(); err != nil {
+	f := n.changeMembers(func() raft.IndexFuture {
+		return add(raft.ServerID(h.NodeName), raft.ServerAddress(h.RaftAddr), index, applyTimeout)
+	})
+	if err := f.Error(); err != nil {
 		return err
 	}
 	if known {
 		n.log.Info("member moved to a new address", "member", h.NodeName, "from", old.addr, "to", h.RaftAddr)
-	} else {
-		n.log.Info("member added; it votes once it has caught up", "member", h.NodeName, "addr", h.RaftAddr)
+	}
+	if !known || !old.voter {
+		if !known {
+			n.log.Info("member added; it votes once it has caught up", "member", h.NodeName, "addr", h.RaftAddr)
+		}
+		n.watchCatchUp(h, f.Index())
 	}
 	return nil
+}
+
+// watchCatchUp starts, unless one runs already, the wait that gives h's
+// member its vote the moment it has caught up with the entry at addIndex
+// that added it, instead of on the next reconcile round: until then the
+// cluster has a member that cannot vote, so it must not look complete.
+func (n *Node) watchCatchUp(h Hello, addIndex uint64) {
+	n.mu.Lock()
+	if n.catchingUp[h.NodeName] {
+		n.mu.Unlock()
+		return
+	}
+	n.catchingUp[h.NodeName] = true
+	n.mu.Unlock()
+	if !n.goRun(func(ctx context.Context) { n.awaitCatchUp(ctx, h, addIndex) }) {
+		n.mu.Lock()
+		delete(n.catchingUp, h.NodeName)
+		n.mu.Unlock()
+	}
+}
+
+// awaitCatchUp asks h's member, every heartbeat interval for a second and
+// then less and less often (down to once a ReconcileInterval), whether its
+// configuration lists it and it knows the entry at addIndex that added it
+// to be committed, which means it holds the leader's log up to there, and
+// promotes it once it does and answers the leader's heartbeats. It ends when the member votes, leaves or moves,
+// or this node stops leading (the next leader's rounds promote it).
+func (n *Node) awaitCatchUp(ctx context.Context, h Hello, addIndex uint64) {
+	defer func() {
+		n.mu.Lock()
+		delete(n.catchingUp, h.NodeName)
+		n.mu.Unlock()
+	}()
+	wait := max(n.opts.ElectionTimeoutLower/10, 5*time.Millisecond)
+	begun := time.Now()
+	for ctx.Err() == nil && n.IsLeader() {
+		members, _, err := n.members()
+		if m, ok := members[h.NodeName]; err != nil || !ok || m.voter || m.addr != h.RaftAddr {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, n.peerTimeout())
+		got, err := n.fetchHello(pctx, h.OpsAddr)
+		cancel()
+		if err == nil && got.NodeName == h.NodeName && got.Member && got.CommitIndex >= addIndex {
+			got.RaftAddr = h.RaftAddr // as the leader reaches it
+			n.promote(survey{hellos: []Hello{got}})
+			continue // the next pass sees the vote and ends
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if time.Since(begun) > time.Second {
+			wait = min(2*wait, n.opts.ReconcileInterval)
+		}
+	}
 }
 
 // promote gives a vote to each non-voter that has caught up: its own
@@ -115,7 +181,9 @@ func (n *Node) promote(s survey) {
 		if !ok || m.voter || !h.Member || m.addr != h.RaftAddr || n.live.silentFor(h.NodeName, now) > 0 {
 			continue
 		}
-		f := n.raft.AddVoter(raft.ServerID(h.NodeName), raft.ServerAddress(m.addr), index, applyTimeout)
+		f := n.changeMembers(func() raft.IndexFuture {
+			return n.raft.AddVoter(raft.ServerID(h.NodeName), raft.ServerAddress(m.addr), index, applyTimeout)
+		})
 		if err := f.Error(); err != nil {
 			n.log.Warn("cannot give a member its vote", "member", h.NodeName, "err", err)
 			return
@@ -123,6 +191,26 @@ func (n *Node) promote(s survey) {
 		index = f.Index()
 		n.log.Info("member votes", "member", h.NodeName)
 	}
+}
+
+// changeMembers runs one change of the Raft configuration and waits until
+// it is committed (or failed). Meanwhile the configuration GetConfiguration
+// shows may still be lost with this leader, so Status counts no vote but
+// this node's own (configCommitted).
+func (n *Node) changeMembers(change func() raft.IndexFuture) raft.IndexFuture {
+	n.changesPending.Add(1)
+	defer n.changesPending.Add(-1)
+	f := change()
+	f.Error()
+	return f
+}
+
+// configCommitted reports whether this leader knows its configuration to
+// be committed: it committed an entry of its own term (the Barrier of run),
+// which commits whatever configuration it inherited, and no change of its
+// own is under way.
+func (n *Node) configCommitted() bool {
+	return n.readyTerm.Load() == n.raft.CurrentTerm() && n.changesPending.Load() == 0
 }
 
 // absentLister is the optional capability of a discovery source that can
@@ -155,7 +243,9 @@ func (n *Node) removeDead(ctx context.Context) {
 		if why == "" {
 			continue
 		}
-		if err := n.raft.RemoveServer(raft.ServerID(name), 0, applyTimeout).Error(); err != nil {
+		if err := n.changeMembers(func() raft.IndexFuture {
+			return n.raft.RemoveServer(raft.ServerID(name), 0, applyTimeout)
+		}).Error(); err != nil {
 			n.log.Warn("cannot remove a member", "member", name, "err", err)
 			continue
 		}

@@ -53,11 +53,14 @@ type Node struct {
 	started     time.Time
 	lastWaitLog time.Time // run goroutine only
 
-	leaderChanges atomic.Uint64
-	changeMu      sync.Mutex           // serialises membership changes; held across a Raft future, never with mu
-	mu            sync.Mutex           // guards adding, onState
-	adding        map[string]time.Time // member → when the leader first tried to add it
-	onState       []func(State)
+	leaderChanges  atomic.Uint64
+	readyTerm      atomic.Uint64        // the term in which this leader's FSM caught up with the log (run's Barrier)
+	changesPending atomic.Int32         // membership changes not yet committed (changeMembers)
+	changeMu       sync.Mutex           // serialises membership changes; held across a Raft future, never with mu
+	mu             sync.Mutex           // guards adding, catchingUp, onState, and ctx/cancel against goRun
+	adding         map[string]time.Time // member → when the leader first tried to add it
+	catchingUp     map[string]bool      // non-voters an awaitCatchUp goroutine watches
+	onState        []func(State)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -76,7 +79,7 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{opts: opts, log: log.With("component", "cluster", "node", opts.NodeName),
 		raftLog: log.With("component", "raft", "node", opts.NodeName), live: newLiveness(),
-		adding: map[string]time.Time{}}
+		adding: map[string]time.Time{}, catchingUp: map[string]bool{}}
 	n.http = opts.HTTPClient
 	if n.http == nil {
 		n.http = &http.Client{Timeout: opts.RPCTimeout + time.Second}
@@ -158,7 +161,9 @@ func (n *Node) raftConfig(hlog hclog.Logger) *raft.Config {
 // cluster (see doc.go, "Start-up").
 func (n *Node) Start() {
 	n.started = time.Now()
+	n.mu.Lock()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.mu.Unlock()
 	if n.hadState {
 		n.log.Info("rejoining the cluster with the state in DataDir", "dir", n.opts.DataDir)
 	} else {
@@ -176,12 +181,21 @@ func (n *Node) Start() {
 	}
 }
 
-func (n *Node) goRun(f func(context.Context)) {
+// goRun runs f on a goroutine that Shutdown stops (through the context)
+// and waits for; once Shutdown has begun it starts nothing and reports
+// false.
+func (n *Node) goRun(f func(context.Context)) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx == nil || n.ctx.Err() != nil {
+		return false
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		f(n.ctx)
 	}()
+	return true
 }
 
 // run is the node's control loop: while leading it reconciles the
@@ -189,18 +203,17 @@ func (n *Node) goRun(f func(context.Context)) {
 func (n *Node) run(ctx context.Context) {
 	t := time.NewTicker(n.opts.ReconcileInterval)
 	defer t.Stop()
-	var readyTerm uint64 // the term in which this leader's FSM caught up with the log
 	for {
 		switch {
 		case n.raft.State() == raft.Leader:
 			// A new leader applies the whole log (a Barrier) before it
 			// plans anything from the state.
-			if term := n.raft.CurrentTerm(); term != readyTerm {
+			if term := n.raft.CurrentTerm(); term != n.readyTerm.Load() {
 				if n.raft.Barrier(applyTimeout).Error() == nil {
-					readyTerm = term
+					n.readyTerm.Store(term)
 				}
 			}
-			if readyTerm == n.raft.CurrentTerm() {
+			if n.readyTerm.Load() == n.raft.CurrentTerm() {
 				n.reconcile(ctx)
 			}
 		case !n.isMember():
@@ -223,9 +236,11 @@ func (n *Node) Shutdown() error {
 		// hold raft, and DeregisterObserver, forever.
 		n.raft.DeregisterObserver(n.obs)
 	}
+	n.mu.Lock() // after this, goRun starts nothing: wg.Wait below sees every goroutine
 	if n.cancel != nil {
 		n.cancel()
 	}
+	n.mu.Unlock()
 	n.wg.Wait()
 	var err error
 	if n.raft != nil {

@@ -36,10 +36,13 @@ type Hello struct {
 	OpsAddr   string `json:"opsAddr"`
 	// HasState: the node holds Raft state, so it belongs (or belonged) to
 	// a cluster; a node without state must not form a new one beside it.
-	HasState bool   `json:"hasState"`
-	Member   bool   `json:"member"` // its configuration lists it
-	Leader   string `json:"leader,omitempty"`
-	Term     uint64 `json:"term"`
+	HasState bool `json:"hasState"`
+	Member   bool `json:"member"` // its configuration lists it
+	// CommitIndex is how far it knows the log to be committed: at or past
+	// the entry that added it, it holds the leader's log up to there.
+	CommitIndex uint64 `json:"commitIndex,omitempty"`
+	Leader      string `json:"leader,omitempty"`
+	Term        uint64 `json:"term"`
 	// Observed is the address the answering node saw the request come
 	// from: how the asking node is reached (see Options.AdvertiseLearn).
 	Observed string `json:"observed,omitempty"`
@@ -59,7 +62,7 @@ func (n *Node) hello() Hello {
 	member := n.isMember()
 	return Hello{ClusterID: n.opts.ClusterID, NodeName: n.opts.NodeName, RaftAddr: n.advertise(),
 		OpsAddr: n.opts.OpsAddr, HasState: n.hadState || member || n.raft.LastIndex() > 0, Member: member,
-		Leader: string(leader), Term: n.raft.CurrentTerm()}
+		CommitIndex: n.raft.CommitIndex(), Leader: string(leader), Term: n.raft.CurrentTerm()}
 }
 
 // PeerHandler serves the peer protocol; the appliance mounts it on the
@@ -231,7 +234,9 @@ func (n *Node) learnAdvertise(s survey) {
 	n.log.Info("peers reach this node at another address: advertising it", "was", n.advertise(), "now", addr)
 	n.stream.setAdvertise(addr)
 	if n.raft.State() == raft.Leader {
-		if err := n.raft.AddVoter(raft.ServerID(n.opts.NodeName), raft.ServerAddress(addr), 0, applyTimeout).Error(); err != nil {
+		if err := n.changeMembers(func() raft.IndexFuture {
+			return n.raft.AddVoter(raft.ServerID(n.opts.NodeName), raft.ServerAddress(addr), 0, applyTimeout)
+		}).Error(); err != nil {
 			n.log.Warn("cannot record this node's new address", "err", err)
 		}
 	}

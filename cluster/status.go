@@ -19,13 +19,18 @@ const (
 
 // Status is this node's view of the cluster, served as GET /cluster.
 type Status struct {
-	Enabled       bool          `json:"enabled"`
-	NodeName      string        `json:"nodeName"`
-	ClusterID     string        `json:"clusterId"`
-	Role          string        `json:"role"` // leader, follower, candidate, or joining (not a member yet)
-	Leadership    Leadership    `json:"leadership"`
-	MembersTotal  int           `json:"membersTotal"`
-	MembersAlive  int           `json:"membersAlive"`
+	Enabled      bool       `json:"enabled"`
+	NodeName     string     `json:"nodeName"`
+	ClusterID    string     `json:"clusterId"`
+	Role         string     `json:"role"` // leader, follower, candidate, or joining (not a member yet)
+	Leadership   Leadership `json:"leadership"`
+	MembersTotal int        `json:"membersTotal"`
+	// MembersAlive counts the voting members this node knows to be alive:
+	// a member still catching up (no vote yet) is not counted, so on the
+	// leader membersAlive equals membersTotal only once every member votes.
+	MembersAlive int `json:"membersAlive"`
+	// Voters counts the members with a vote in the configuration.
+	Voters        int           `json:"voters"`
 	Members       []Member      `json:"members"`
 	Session       Session       `json:"session"`
 	Partitions    partition.Map `json:"partitions"`
@@ -85,6 +90,11 @@ func (n *Node) Status() Status {
 	if _, ok := members[n.opts.NodeName]; !ok {
 		st.Role = "joining"
 	}
+	// A configuration not committed yet (a vote just given, a member just
+	// added) may still be lost with this leader: until it knows it to be
+	// committed the leader vouches for no vote but its own. A follower
+	// counts only itself and the leader.
+	committed := !isLeader || n.configCommitted()
 	now := time.Now()
 	for name, mb := range members {
 		m := Member{Name: name, Address: mb.addr, Voter: mb.voter, State: MemberUnknown, Leader: name == leader, Self: name == n.opts.NodeName}
@@ -94,7 +104,10 @@ func (n *Node) Status() Status {
 		case isLeader:
 			m.State, m.SilentSeconds = MemberUnreachable, silent.Seconds()
 		}
-		if m.State == MemberAlive {
+		if m.Voter {
+			st.Voters++
+		}
+		if m.State == MemberAlive && m.Voter && (committed || m.Self) {
 			st.MembersAlive++
 		}
 		st.Members = append(st.Members, m)
