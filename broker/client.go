@@ -107,7 +107,7 @@ func (c *Client) Subscribe(filter string, qos byte) error {
 		return ErrClientClosed
 	}
 	sub := packet.Subscription{Filter: filter, Options: packet.SubOptions{QoS: qos}}
-	rc, want, err := c.srv.subscribe(c.sess, &c.info, sub, 0)
+	rc, want, _, err := c.srv.subscribe(c.sess, &c.info, sub, 0)
 	if err != nil {
 		return err
 	}

@@ -280,6 +280,9 @@ func (c *conn) accept(cp *packet.Connect) error {
 		c.refuse(rc)
 		return rc
 	}
+	if present {
+		c.srv.reauthorizeResumed(c.sess) // the identity may differ from the last connection's
+	}
 	ack := packet.Connack{SessionPresent: present}
 	if c.version == packet.V5 {
 		ack.Props = c.connackProps(cp, expiry, capped)

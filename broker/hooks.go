@@ -46,6 +46,34 @@ type ConnectAuthorizer interface {
 	CanConnect(info *ConnInfo) bool
 }
 
+// SubscribeAccess is a ReadAuthorizer's decision on a subscription.
+type SubscribeAccess uint8
+
+// Decisions on a subscription.
+const (
+	// SubscribeRefused fails the subscription (SUBACK 0x80, or 0x87 for
+	// MQTT 5).
+	SubscribeRefused SubscribeAccess = iota
+	// SubscribeGranted grants it whole: its messages are not checked.
+	SubscribeGranted
+	// SubscribeChecked grants it, and each message it matches (retained
+	// ones included) is delivered only when CanRead allows its topic.
+	SubscribeChecked
+)
+
+// ReadAuthorizer is an optional capability of an Authorizer that lets a
+// subscription overlap topics its client may not read. The broker calls
+// SubscribeAccess instead of CanSubscribe, on SUBSCRIBE, when a session is
+// resumed, and for every session when ReauthorizeSubscriptions is called
+// (after the rules or the users changed). CanRead is called while a
+// message is routed, from the publisher's goroutine, only for subscribers
+// that have a SubscribeChecked subscription: it must be fast and never
+// block.
+type ReadAuthorizer interface {
+	SubscribeAccess(info *ConnInfo, filter string) SubscribeAccess
+	CanRead(info *ConnInfo, topic string) bool
+}
+
 // NonBlocking is an optional capability of an Authorizer or a
 // PublishHook: NeverBlocks promises that its calls return without waiting
 // for I/O, a lock held across I/O, or another goroutine. A reader keeps

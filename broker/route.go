@@ -95,7 +95,7 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 		s.routers.Put(r)
 		return persisted, t, nil
 	}
-	r.collect(m)
+	r.collect(m, s.reader)
 	for i := range r.targets {
 		tg := &r.targets[i]
 		d := delivery{msg: m, qos: min(m.QoS, tg.qos), retain: m.Retain && tg.rap, subID: tg.subID, more: tg.more}
@@ -112,11 +112,15 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 	return persisted, t, wait
 }
 
-// collect folds the matched entries into one target per session.
-func (r *router) collect(m *Message) {
+// collect folds the matched entries into one target per session. A
+// session with a checked subscription gets only what ra lets it read.
+func (r *router) collect(m *Message, ra ReadAuthorizer) {
 	if len(r.matches) == 1 {
 		e := r.matches[0]
 		if e.Options.NoLocal && e.Client.id == m.ClientID && m.Origin == OriginClient {
+			return
+		}
+		if ci := e.Client.readCheck.Load(); ci != nil && ra != nil && !ra.CanRead(ci, m.Topic) {
 			return
 		}
 		r.targets = append(r.targets, target{sess: e.Client, qos: e.Options.QoS, rap: e.Options.RetainAsPublished, subID: e.SubID})
@@ -124,6 +128,9 @@ func (r *router) collect(m *Message) {
 	}
 	for _, e := range r.matches {
 		if e.Options.NoLocal && e.Client.id == m.ClientID && m.Origin == OriginClient {
+			continue
+		}
+		if ci := e.Client.readCheck.Load(); ci != nil && ra != nil && !ra.CanRead(ci, m.Topic) {
 			continue
 		}
 		if e.Client.nsubs.Load() <= 1 {

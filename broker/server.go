@@ -25,6 +25,12 @@ type Server struct {
 
 	auth  Authenticator
 	authz Authorizer
+	// reader is authz as a ReadAuthorizer, nil when it is not one.
+	reader ReadAuthorizer
+	// aclMu orders subscription decisions: SUBSCRIBE holds it shared from
+	// its decision until the subscription is recorded,
+	// ReauthorizeSubscriptions exclusively (access.go).
+	aclMu sync.RWMutex
 	hooks []PublishHook
 	// publishMayBlock: a hook or the authorizer is not NonBlocking, so a
 	// publish may wait in them (see conn.handle). Set before Serve.
@@ -128,7 +134,9 @@ func (s *Server) SetAuthenticator(a Authenticator) { s.auth = a }
 // SetAuthorizer sets the publish/subscribe access check (nil: allow all).
 func (s *Server) SetAuthorizer(a Authorizer) {
 	s.authz = a
+	s.reader, _ = a.(ReadAuthorizer)
 	s.notePublishMayBlock()
+	s.ReauthorizeSubscriptions() // those restored from the store
 }
 
 // notePublishMayBlock records whether a publish may wait in a hook or the

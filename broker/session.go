@@ -31,6 +31,9 @@ type outflight struct {
 type subscription struct {
 	opts  packet.SubOptions
 	subID uint32
+	// checked: the authorizer decided SubscribeChecked (or, after a
+	// change of the rules, SubscribeRefused): see session.readCheck.
+	checked bool
 }
 
 // session is the state of one client identifier, connected or not.
@@ -49,7 +52,12 @@ type session struct {
 	// the lock by the router: raised before a tree insert and lowered
 	// after a tree removal, so it is never below the entries a Match can
 	// return for the session.
-	nsubs    atomic.Int32
+	nsubs atomic.Int32
+	// readCheck, when set, is the identity every message routed to the
+	// session is checked against (ReadAuthorizer.CanRead), because one of
+	// its subscriptions is checked. Written under mu (access.go), read
+	// without a lock by the router.
+	readCheck atomic.Pointer[ConnInfo]
 	queue    deque                // deliveries waiting for a send slot
 	inflight map[uint16]outflight // by packet identifier
 	qos2In   map[uint16]struct{}  // inbound QoS 2 identifiers awaiting PUBREL

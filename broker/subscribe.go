@@ -12,6 +12,7 @@ type retainedRequest struct {
 	filter string
 	qos    byte
 	subID  uint32
+	check  *ConnInfo // the subscription is SubscribeChecked: send only what this client may read
 }
 
 // handleSubscribe adds the subscriptions, answers SUBACK, then queues the
@@ -29,13 +30,13 @@ func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
 	ack := packet.Suback{PacketID: sp.PacketID, ReasonCodes: make([]packet.ReasonCode, len(sp.Subscriptions))}
 	var wants []retainedRequest
 	for i, sub := range sp.Subscriptions {
-		rc, want, err := c.srv.subscribe(c.sess, &c.info, sub, subID)
+		rc, want, check, err := c.srv.subscribe(c.sess, &c.info, sub, subID)
 		if err != nil {
 			return err
 		}
 		ack.ReasonCodes[i] = rc
 		if want {
-			wants = append(wants, retainedRequest{filter: sub.Filter, qos: sub.Options.QoS, subID: subID})
+			wants = append(wants, retainedRequest{filter: sub.Filter, qos: sub.Options.QoS, subID: subID, check: check})
 		}
 	}
 	finish := func(err error) {
@@ -76,26 +77,40 @@ func (c *conn) finishSubscribe(ack *packet.Suback, wants []retainedRequest) {
 }
 
 // subscribe adds one subscription of sess. It returns the SUBACK code,
-// whether retained messages must be sent, or a protocol error that closes
-// the connection.
-func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscription, subID uint32) (packet.ReasonCode, bool, error) {
+// whether retained messages must be sent (and, for a SubscribeChecked
+// subscription, the identity they are checked against), or a protocol
+// error that closes the connection.
+func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscription, subID uint32) (packet.ReasonCode, bool, *ConnInfo, error) {
 	group, _, shared, err := topic.ParseShared(sub.Filter)
 	if err != nil || s.topicTooDeep(sub.Filter) {
-		return packet.TopicFilterInvalid, false, nil
+		return packet.TopicFilterInvalid, false, nil, nil
 	}
 	if shared && sub.Options.NoLocal {
-		return 0, false, packet.ProtocolError
+		return 0, false, nil, packet.ProtocolError
 	}
-	if s.authz != nil && sess.inproc == nil && !s.authz.CanSubscribe(info, sub.Filter) {
-		return packet.NotAuthorized, false, nil
+	var check *ConnInfo
+	if s.authz != nil && sess.inproc == nil {
+		// Held until the subscription is in the tree, so that a
+		// ReauthorizeSubscriptions running now sees it (see access.go).
+		s.aclMu.RLock()
+		defer s.aclMu.RUnlock()
+		switch s.subscribeAccess(info, sub.Filter) {
+		case SubscribeRefused:
+			return packet.NotAuthorized, false, nil, nil
+		case SubscribeChecked:
+			check = readIdentity(info)
+		}
 	}
 	sess.mu.Lock()
 	_, had := sess.subs[sub.Filter]
 	if max := s.opts.MaxSubscriptionsPerClient; !had && max > 0 && sess.inproc == nil && len(sess.subs) >= max {
 		sess.mu.Unlock()
-		return packet.QuotaExceeded, false, nil
+		return packet.QuotaExceeded, false, nil, nil
 	}
-	sess.setSub(sub.Filter, subscription{opts: sub.Options, subID: subID})
+	sess.setSub(sub.Filter, subscription{opts: sub.Options, subID: subID, checked: check != nil})
+	if check != nil {
+		sess.readCheck.Store(check)
+	}
 	if !had {
 		sess.nsubs.Add(1) // before the tree insert: see router.collect
 	}
@@ -104,7 +119,7 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 	s.emit(Event{Kind: EventSubscribe, ClientID: sess.id, Username: info.Username, Filter: sub.Filter, QoS: sub.Options.QoS})
 	want := !shared && !s.opts.RetainDisabled &&
 		(sub.Options.RetainHandling == 0 || (sub.Options.RetainHandling == 1 && !existed))
-	return packet.ReasonCode(sub.Options.QoS), want, nil
+	return packet.ReasonCode(sub.Options.QoS), want, check, nil
 }
 
 // sendRetained queues the retained messages matching a new subscription.
@@ -118,12 +133,24 @@ func (s *Server) sendRetained(sess *session, w retainedRequest) {
 // a new subscription to dst.
 func (s *Server) collectRetained(dst []delivery, w retainedRequest) []delivery {
 	now := time.Now().UnixNano()
+	from := len(dst)
 	s.retained.Match(w.filter, func(m *Message) bool {
 		if !m.Expired(now) {
 			dst = append(dst, delivery{msg: m, qos: min(m.QoS, w.qos), retain: true, subID: w.subID})
 		}
 		return true
 	})
+	if w.check != nil && s.reader != nil {
+		// Checked outside the retained store's lock.
+		keep := dst[:from]
+		for _, d := range dst[from:] {
+			if s.reader.CanRead(w.check, d.msg.Topic) {
+				keep = append(keep, d)
+			}
+		}
+		clear(dst[len(keep):])
+		dst = keep
+	}
 	return dst
 }
 

@@ -438,11 +438,18 @@ func testR1(t *testing.T, h *harness) {
 	wantCodes(t, "emanuel subscribes emanuel/x", em.subscribe(t, "emanuel/x"), 0)
 	bob := h.connect("bob", "bob-1")
 	wantCodes(t, "bob subscribes emanuel/x", bob.subscribe(t, "emanuel/x"), 0x87)
-	wantCodes(t, "bob subscribes emanuel/#", bob.subscribe(t, "#"), 0x87) // '#' overlaps the denied tree
+	wantCodes(t, "bob subscribes emanuel/#", bob.subscribe(t, "emanuel/#"), 0x87)
+	// '#' only overlaps the denied tree: granted, without emanuel's messages.
+	wantCodes(t, "bob subscribes #", bob.subscribe(t, "#"), 0)
 	wantCodes(t, "bob subscribes other/x", bob.subscribe(t, "other/x"), 0)
 	h.root.publish(t, "emanuel/x", "for emanuel", 0)
+	h.root.publish(t, "other/x", "for all", 0)
 	if got := em.await(t, "emanuel/x"); got != "for emanuel" {
 		t.Errorf("emanuel got %q", got)
+	}
+	bob.await(t, "other/x")
+	if got := bob.on("emanuel/x"); len(got) != 0 {
+		t.Errorf("bob received emanuel's %q through '#'", got)
 	}
 }
 

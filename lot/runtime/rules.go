@@ -161,6 +161,34 @@ func (a authorizer) CanSubscribe(info *broker.ConnInfo, filter string) bool {
 	return a.e.allowed(info, rules.SubscribeScope(filter), filter)
 }
 
+// SubscribeAccess implements broker.ReadAuthorizer: a filter that only
+// overlaps denied topics is granted, and its messages are checked with
+// CanRead (rules.Set.Subscription).
+func (a authorizer) SubscribeAccess(info *broker.ConnInfo, filter string) broker.SubscribeAccess {
+	scope := rules.SubscribeScope(filter)
+	set := a.e.rules.Set()
+	if set.Open(scope, filter) {
+		return broker.SubscribeGranted
+	}
+	var acc rules.Access
+	a.e.withRequest(info, scope, filter, func(req *rules.Request) { acc = set.Subscription(req) })
+	switch acc {
+	case rules.Granted:
+		return broker.SubscribeGranted
+	case rules.Checked:
+		return broker.SubscribeChecked
+	}
+	return broker.SubscribeRefused
+}
+
+// CanRead implements broker.ReadAuthorizer: the Subscribe (or
+// SubscribeSys) scope decided for the message's topic.
+func (a authorizer) CanRead(info *broker.ConnInfo, tp string) bool {
+	return a.e.allowed(info, rules.SubscribeScope(tp), tp)
+}
+
+var _ broker.ReadAuthorizer = authorizer{}
+
 // NeverBlocks implements broker.NonBlocking: a check evaluates the rules
 // in memory, reading the users' file at most once a second when it
 // changed (a small local file), so a reader keeps its deliveries for its
@@ -189,18 +217,40 @@ func (e *Engine) allowed(info *broker.ConnInfo, scope rules.Scope, tp string) bo
 	if info.Username == "" {
 		return set.Evaluate(&req).Allowed
 	}
-	u := userPool.Get().(*rules.User)
-	if e.o.Users != nil {
-		if found, ok := e.o.Users.RuleUser(info.Username); ok {
-			*u = found
-		}
-	}
-	u.Name = info.Username
+	u := e.ruleUser(info.Username)
 	req.User = u
 	ok := set.Evaluate(&req).Allowed
 	*u = rules.User{} // drop the references before pooling
 	userPool.Put(u)
 	return ok
+}
+
+// ruleUser returns a pooled rules.User for name; put it back (zeroed)
+// when done.
+func (e *Engine) ruleUser(name string) *rules.User {
+	u := userPool.Get().(*rules.User)
+	if e.o.Users != nil {
+		if found, ok := e.o.Users.RuleUser(name); ok {
+			*u = found
+		}
+	}
+	u.Name = name
+	return u
+}
+
+// withRequest calls f with the request of info on scope and tp (not on
+// the publish path: the closure may allocate).
+func (e *Engine) withRequest(info *broker.ConnInfo, scope rules.Scope, tp string, f func(*rules.Request)) {
+	req := rules.Request{Scope: scope, Topic: tp, ClientID: info.ClientID, State: e.cache}
+	if info.Username == "" {
+		f(&req)
+		return
+	}
+	u := e.ruleUser(info.Username)
+	req.User = u
+	f(&req)
+	*u = rules.User{}
+	userPool.Put(u)
 }
 
 // userPool recycles the rules.User of allowed: Evaluate reads it only
