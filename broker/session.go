@@ -58,13 +58,13 @@ type session struct {
 	// its subscriptions is checked. Written under mu (access.go), read
 	// without a lock by the router.
 	readCheck atomic.Pointer[ConnInfo]
-	queue    deque                // deliveries waiting for a send slot
-	inflight map[uint16]outflight // by packet identifier
-	qos2In   map[uint16]struct{}  // inbound QoS 2 identifiers awaiting PUBREL
-	seq      uint64
-	nextPID  uint16
-	gone     bool // removed from the server; deliveries are ignored
-	stored   bool // the persister holds a record of this session
+	queue     deque                // deliveries waiting for a send slot
+	inflight  map[uint16]outflight // by packet identifier
+	qos2In    map[uint16]struct{}  // inbound QoS 2 identifiers awaiting PUBREL
+	seq       uint64
+	nextPID   uint16
+	gone      bool // removed from the server; deliveries are ignored
+	stored    bool // the persister holds a record of this session
 	// congested is closed when a queue that grew past the limit has
 	// drained enough; publishers wait on it (backpressure). nil when the
 	// session is not congested.
