@@ -52,6 +52,7 @@ type Node struct {
 	https     []*http.Server
 	stop      chan struct{} // closed by Shutdown
 	ready     atomic.Bool   // every listener bound and the stores open
+	live      *liveness     // broker round-trip probe (wire_systemd.go); set by Start
 	wg        sync.WaitGroup
 }
 
@@ -188,6 +189,9 @@ func (n *Node) Start() error {
 			n.runClusterSys(clusterSysInterval, n.stop)
 		}()
 	}
+	if err := n.startSystemd(); err != nil {
+		return err
+	}
 	n.ready.Store(true)
 	return nil
 }
@@ -285,6 +289,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	https := n.https
 	n.mu.Unlock()
+	n.stopSystemd()
 	n.ready.Store(false)
 	close(n.stop)
 	for _, s := range https {

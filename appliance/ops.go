@@ -15,15 +15,7 @@ func (n *Node) opsHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	mux.HandleFunc("GET /health/ready", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if !n.ready.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(`{"status":"starting"}` + "\n"))
-			return
-		}
-		w.Write([]byte(`{"status":"ready"}` + "\n"))
-	})
+	mux.HandleFunc("GET /health/ready", n.serveReady)
 	mux.HandleFunc("GET /info", n.serveInfo)
 	mux.HandleFunc("GET /cluster", n.serveCluster)
 	if n.Cluster != nil {
