@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -31,12 +33,14 @@ func (n *Node) seekCluster(ctx context.Context) {
 		}
 	}
 	if n.hadState || inCluster || time.Since(n.started) < n.opts.BootstrapGrace {
+		n.waiting.Store("")
 		return // a member waits to be added back; a fresh node waits its grace
 	}
-	if n.opts.BootstrapPeerCheck && len(s.unanswered) > 0 {
+	if n.opts.BootstrapPeerCheck && len(s.unanswered)+len(s.foreign) > 0 {
 		n.logWaiting(s)
 		return
 	}
+	n.waiting.Store("")
 	if !n.firstAmong(s) {
 		return
 	}
@@ -71,17 +75,45 @@ func (n *Node) bootstrap() {
 	}
 }
 
-// logWaiting says, at most every BootstrapGrace, which peers hold a fresh
-// node back.
+// logWaiting says which peers hold a fresh node back: in Status.Waiting
+// always, in the log at most every BootstrapGrace. A peer that does not
+// answer might belong to a cluster; one that answers for another
+// ClusterId does, but not to this one: it is named for what it is, so
+// that the operator fixes the ClusterId or the discovery list.
 func (n *Node) logWaiting(s survey) {
+	var silent, foreign []string
+	for _, p := range s.unanswered {
+		silent = append(silent, describe(p.RaftAddr, p.NodeName))
+	}
+	for _, h := range s.foreign {
+		foreign = append(foreign, fmt.Sprintf("%s answers for another cluster %q", describe(h.RaftAddr, h.NodeName), h.ClusterID))
+	}
+	var why []string
+	if len(silent) > 0 {
+		why = append(why, strings.Join(silent, ", ")+" "+plural(len(silent), "does", "do")+" not answer and might belong to a cluster")
+	}
+	if len(foreign) > 0 {
+		why = append(why, strings.Join(foreign, ", ")+fmt.Sprintf(" (this node's ClusterId is %q: set the same ClusterId on every node, or take the peer out of discovery)", n.opts.ClusterID))
+	}
+	text := "not forming a cluster (BootstrapPeerCheck): " + strings.Join(why, "; ")
+	n.waiting.Store(text)
 	if time.Since(n.lastWaitLog) < n.opts.BootstrapGrace {
 		return
 	}
 	n.lastWaitLog = time.Now()
-	addrs := make([]string, len(s.unanswered))
-	for i, p := range s.unanswered {
-		addrs[i] = p.RaftAddr
+	if len(silent) > 0 {
+		n.log.Warn("not forming a cluster: these peers do not answer and might belong to one (BootstrapPeerCheck)",
+			"peers", silent)
 	}
-	n.log.Warn("not forming a cluster: these peers do not answer and might belong to one (BootstrapPeerCheck)",
-		"peers", addrs)
+	if len(foreign) > 0 {
+		n.log.Warn("not forming a cluster: these peers answer for another cluster (BootstrapPeerCheck); set the same ClusterId on every node, or take them out of discovery",
+			"peers", foreign, "clusterId", n.opts.ClusterID)
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -21,7 +21,10 @@
 // peers discovery lists who they are (GET /cluster/peer, signed), and asks
 // each one that belongs to a cluster to add it (POST /cluster/join; only
 // the leader acts). After BootstrapGrace, if no peer belongs to a cluster
-// and, with BootstrapPeerCheck, every peer answered, the fresh node that
+// and, with BootstrapPeerCheck, every peer answered for this ClusterId (a
+// peer that answers for another one holds the node back too, and the log
+// and Status.Waiting say so rather than that it does not answer: the
+// ClusterId or the discovery list needs fixing), the fresh node that
 // comes first (by NodeName among those that answered; by address against
 // those that did not, possible only without the check) bootstraps a
 // one-member cluster; the others wait, and its leader adds them. Every
@@ -76,7 +79,10 @@
 // the reference: keep it on a private network. Everything else between
 // nodes (the peer protocol here, discovery announcements) is signed with
 // SharedSecret through cluster/signing; without a secret it is unsigned
-// and the appliance logs a warning.
+// and the appliance logs a warning. The signature's timestamp bounds a
+// replay to its window; a peer question (GET /cluster/peer) also carries
+// a fresh nonce that the signed answer must echo, so a recorded answer
+// is refused at once (a host in discovery cannot pass for another node).
 //
 // # Concurrency
 //

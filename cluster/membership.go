@@ -46,6 +46,10 @@ func (n *Node) reconcile(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	for _, h := range s.foreign {
+		n.warnEvery("foreign|"+h.RaftAddr, "peer answers for another cluster: not added",
+			"peer", describe(h.RaftAddr, h.NodeName), "peerClusterId", h.ClusterID, "clusterId", n.opts.ClusterID)
+	}
 	for _, h := range s.hellos {
 		if m, ok := members[h.NodeName]; !ok || m.addr != h.RaftAddr {
 			if err := n.addMember(h); err != nil {

@@ -51,15 +51,17 @@ type Node struct {
 	// once) or fresh (it waits to be added, then may bootstrap).
 	hadState    bool
 	started     time.Time
-	lastWaitLog time.Time // run goroutine only
+	lastWaitLog time.Time    // run goroutine only
+	waiting     atomic.Value // string: why a fresh node has not formed a cluster yet (Status.Waiting)
 
 	leaderChanges  atomic.Uint64
 	readyTerm      atomic.Uint64        // the term in which this leader's FSM caught up with the log (run's Barrier)
 	changesPending atomic.Int32         // membership changes not yet committed (changeMembers)
 	changeMu       sync.Mutex           // serialises membership changes; held across a Raft future, never with mu
-	mu             sync.Mutex           // guards adding, catchingUp, onState, and ctx/cancel against goRun
+	mu             sync.Mutex           // guards adding, catchingUp, warned, onState, and ctx/cancel against goRun
 	adding         map[string]time.Time // member → when the leader first tried to add it
 	catchingUp     map[string]bool      // non-voters an awaitCatchUp goroutine watches
+	warned         map[string]time.Time // warning key → when last logged (warnEvery)
 	onState        []func(State)
 
 	ctx    context.Context
@@ -79,7 +81,7 @@ func New(opts Options) (*Node, error) {
 	}
 	n := &Node{opts: opts, log: log.With("component", "cluster", "node", opts.NodeName),
 		raftLog: log.With("component", "raft", "node", opts.NodeName), live: newLiveness(),
-		adding: map[string]time.Time{}, catchingUp: map[string]bool{}}
+		adding: map[string]time.Time{}, catchingUp: map[string]bool{}, warned: map[string]time.Time{}}
 	n.http = opts.HTTPClient
 	if n.http == nil {
 		n.http = &http.Client{Timeout: opts.RPCTimeout + time.Second}

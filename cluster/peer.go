@@ -3,6 +3,8 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,13 +18,23 @@ import (
 	"github.com/hashicorp/raft"
 
 	"gantry/cluster/discovery"
+	"gantry/cluster/signing"
 )
 
 // Paths of the peer protocol on the operations port. Bodies are signed
 // with the shared secret (cluster/signing).
 const (
-	PeerPath = "/cluster/peer" // GET: who is this node, does it belong to a cluster
+	PeerPath = "/cluster/peer" // GET ?nonce=N: who is this node, does it belong to a cluster
 	JoinPath = "/cluster/join" // POST: add me (answered by the leader only)
+)
+
+// NonceParam is the query parameter of a GET PeerPath: the asker's fresh
+// random value, which the signed answer carries back (Hello.Nonce), so an
+// answer recorded earlier cannot be replayed as the answer to this
+// question. maxNonce bounds it, in hex digits.
+const (
+	NonceParam = "nonce"
+	maxNonce   = 64
 )
 
 // maxPeerBody bounds what a peer may send or answer.
@@ -46,6 +58,8 @@ type Hello struct {
 	// Observed is the address the answering node saw the request come
 	// from: how the asking node is reached (see Options.AdvertiseLearn).
 	Observed string `json:"observed,omitempty"`
+	// Nonce is the asker's NonceParam, echoed inside the signature.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // PeerSource is what the node needs of discovery (cluster/discovery).
@@ -54,7 +68,8 @@ type PeerSource interface {
 }
 
 var (
-	errForeign = errors.New("cluster: peer belongs to another cluster")
+	errForeign  = errors.New("cluster: peer answers for another cluster")
+	errReplayed = errors.New("cluster: peer answer not bound to this request's nonce (replayed, or an older Gantry)")
 )
 
 func (n *Node) hello() Hello {
@@ -70,8 +85,14 @@ func (n *Node) hello() Hello {
 func (n *Node) PeerHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PeerPath, func(w http.ResponseWriter, r *http.Request) {
+		nonce := r.URL.Query().Get(NonceParam)
+		if err := checkNonce(nonce); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		h := n.hello()
 		h.Observed, _, _ = net.SplitHostPort(r.RemoteAddr)
+		h.Nonce = nonce
 		n.writeSigned(w, http.StatusOK, h)
 	})
 	mux.HandleFunc("POST "+JoinPath, n.serveJoin)
@@ -139,10 +160,30 @@ func (n *Node) opsAddr(p discovery.Peer) string {
 	return net.JoinHostPort(host, strconv.Itoa(n.opts.PeerOpsPort))
 }
 
-// fetchHello asks one peer who it is.
+// checkNonce validates a NonceParam: 1 to maxNonce hex digits.
+func checkNonce(nonce string) error {
+	if nonce == "" || len(nonce) > maxNonce {
+		return fmt.Errorf("cluster: %s %q: want 1..%d hex digits", NonceParam, nonce, maxNonce)
+	}
+	if _, err := hex.DecodeString(nonce); err != nil {
+		return fmt.Errorf("cluster: %s %q: want an even number of hex digits", NonceParam, nonce)
+	}
+	return nil
+}
+
+// newNonce returns a fresh NonceParam.
+func newNonce() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// fetchHello asks one peer who it is, with a fresh nonce: an answer that
+// does not carry it back is refused (errReplayed).
 func (n *Node) fetchHello(ctx context.Context, opsAddr string) (Hello, error) {
 	var h Hello
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+opsAddr+PeerPath, nil)
+	nonce := newNonce()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+opsAddr+PeerPath+"?"+NonceParam+"="+nonce, nil)
 	if err != nil {
 		return h, err
 	}
@@ -157,6 +198,9 @@ func (n *Node) fetchHello(ctx context.Context, opsAddr string) (Hello, error) {
 	if err := n.readSigned(resp.Body, &h); err != nil {
 		return h, fmt.Errorf("cluster: %s: %w", opsAddr, err)
 	}
+	if h.Nonce != nonce {
+		return Hello{}, fmt.Errorf("%w: %s answered for nonce %q, asked with %q", errReplayed, opsAddr, h.Nonce, nonce)
+	}
 	if h.ClusterID != n.opts.ClusterID {
 		return h, fmt.Errorf("%w: %s is in %q", errForeign, h.NodeName, h.ClusterID)
 	}
@@ -166,7 +210,16 @@ func (n *Node) fetchHello(ctx context.Context, opsAddr string) (Hello, error) {
 // survey is what discovery and the peer protocol found.
 type survey struct {
 	hellos     []Hello          // peers of this cluster that answered
-	unanswered []discovery.Peer // peers that did not answer (or answered for another cluster)
+	unanswered []discovery.Peer // peers that did not answer, or whose answer was refused
+	foreign    []Hello          // peers that answered for another ClusterId
+}
+
+// describe names a peer for a person: its address and, when known, its name.
+func describe(addr, name string) string {
+	if name == "" {
+		return addr
+	}
+	return addr + " (" + name + ")"
 }
 
 // discover lists the peers and asks each, concurrently, who it is.
@@ -200,7 +253,13 @@ func (n *Node) discover(ctx context.Context) survey {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
+			case errors.Is(err, errForeign):
+				s.foreign = append(s.foreign, h)
 			case err != nil:
+				if errors.Is(err, errReplayed) || errors.Is(err, signing.ErrBadSignature) || errors.Is(err, signing.ErrUnsigned) ||
+					errors.Is(err, signing.ErrUnexpectedSignature) || errors.Is(err, signing.ErrStale) {
+					n.warnEvery("refused|"+addr, "peer answer refused", "peer", describe(p.RaftAddr, p.NodeName), "err", err)
+				}
 				s.unanswered = append(s.unanswered, p)
 			case h.NodeName != n.opts.NodeName: // an address that reached this node is no peer
 				s.hellos = append(s.hellos, h)
@@ -209,6 +268,24 @@ func (n *Node) discover(ctx context.Context) survey {
 	}
 	wg.Wait()
 	return s
+}
+
+// warnEvery logs a warning at most once a minute per key: the rounds repeat
+// every ReconcileInterval, and so would their warnings.
+func (n *Node) warnEvery(key, msg string, args ...any) {
+	now := time.Now()
+	n.mu.Lock()
+	last, seen := n.warned[key]
+	if !seen || now.Sub(last) >= time.Minute {
+		if len(n.warned) > 1024 { // keys come from discovery: bound them
+			clear(n.warned)
+		}
+		n.warned[key] = now
+	}
+	n.mu.Unlock()
+	if !seen || now.Sub(last) >= time.Minute {
+		n.log.Warn(msg, args...)
+	}
 }
 
 // learnAdvertise adopts the address the peers see this node at, when

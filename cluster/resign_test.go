@@ -50,7 +50,8 @@ func newGhost(t *testing.T, ip string) *ghost {
 		OpsAddr: opsL.Addr().String(), ClusterID: "test-cluster"}}
 	signer := signing.New([]byte("clustertest-secret"), nil)
 	g.ops = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := json.Marshal(cluster.Hello{ClusterID: "test-cluster", NodeName: "ghost", RaftAddr: g.peer.RaftAddr, OpsAddr: g.peer.OpsAddr})
+		body, _ := json.Marshal(cluster.Hello{ClusterID: "test-cluster", NodeName: "ghost", RaftAddr: g.peer.RaftAddr,
+			OpsAddr: g.peer.OpsAddr, Nonce: r.URL.Query().Get(cluster.NonceParam)})
 		w.Write(signer.Sign(body))
 	})}
 	go g.ops.Serve(opsL)

@@ -38,6 +38,10 @@ type Status struct {
 	Raft          RaftStatus    `json:"raft"`
 	LeaderChanges uint64        `json:"leaderChanges"`
 	Problems      []string      `json:"problems,omitempty"` // why clustering is off, when it is
+	// Waiting says why a fresh node has not formed a cluster yet, past its
+	// bootstrap grace: which peers do not answer, or answer for another
+	// cluster.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Leadership names the leader this node follows.
@@ -89,6 +93,7 @@ func (n *Node) Status() Status {
 	members, _, _ := n.members()
 	if _, ok := members[n.opts.NodeName]; !ok {
 		st.Role = "joining"
+		st.Waiting, _ = n.waiting.Load().(string)
 	}
 	// A configuration not committed yet (a vote just given, a member just
 	// added) may still be lost with this leader: until it knows it to be
