@@ -11,7 +11,7 @@ GOARCH_arm64 := arm64
 GOARCH_armv7 := arm
 GOARCH_amd64 := amd64
 
-.PHONY: build run test cross test32 lint fuzz bench clean boot-smoke
+.PHONY: build run test cross test32 lint fuzz bench clean boot-smoke console-check console-editor console-screenshots
 
 ARCHS    := arm64 armv7 amd64
 # Packages whose tests also run as a 32-bit (386) build: pure code where an
@@ -37,7 +37,7 @@ run: build
 # allocations or write calls, or depend on how goroutines are scheduled,
 # again without it (the race detector makes sync.Pool drop items and
 # changes how goroutines interleave).
-test: build cross test32 boot-smoke
+test: build cross test32 boot-smoke console-check
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -run 'Alloc|IdleConnectionMemory|FewWrites|ArrivalOrder' ./broker/...
 
@@ -78,6 +78,26 @@ fuzz:
 bench: build
 	$(GO) test -run=NONE -bench=. -benchmem ./broker/... ./lot/rules/ ./lot/runtime/
 	$(GO) run ./build/bench -quick -gantry bin/gantry -mosquitto /usr/sbin/mosquitto -out docs/BENCHMARKS.md -chart docs/benchmarks.png
+
+# The web console (webui/): the committed *_templ.go must be what
+# templ generate writes from the .templ files, and the .templ files
+# formatted. make test runs it.
+TEMPL := $(GO) tool templ
+console-check:
+	@$(TEMPL) generate -check -path webui >/dev/null 2>&1 || { echo "webui: *_templ.go are stale: run $(TEMPL) generate -path webui and commit them"; exit 1; }
+	@$(TEMPL) fmt -fail webui >/dev/null 2>&1 || { echo "webui: .templ files need formatting: run $(TEMPL) fmt webui"; exit 1; }
+
+# Rebuilds the console's CodeMirror bundle (webui/static/lot-editor.min.js,
+# committed) from webui/editor; needs npm. make test and make run do not.
+console-editor:
+	cd webui/editor && npm ci --no-audit --no-fund && npx esbuild src/lot-editor.js --bundle --minify \
+		--format=iife --target=es2020 --outfile=../static/lot-editor.min.js
+
+# Screenshots of every console page for docs/console.md, taken by the
+# browser tests (needs chromium).
+console-screenshots:
+	mkdir -p docs/screenshots
+	GANTRY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'Browser' ./webui/
 
 clean:
 	rm -rf bin

@@ -24,6 +24,7 @@ func (n *Node) opsHandler() http.Handler {
 		mux.Handle(cluster.JoinPath, peer)
 	}
 	mux.Handle("GET /metrics", n.metricsHandler())
+	mux.Handle("/ui/", n.consoleHandler())
 	return mux
 }
 

@@ -1,0 +1,151 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"gantry/cluster"
+)
+
+// healthView is one refresh of the health page: this node's counters,
+// its rates since the previous refresh, and the cluster as GET /cluster
+// serves it.
+type healthView struct {
+	Node    NodeStats
+	InRate  float64
+	OutRate float64
+	Cluster cluster.Status
+	At      time.Time
+}
+
+func (c *Console) healthNow() healthView {
+	return healthView{Node: c.o.Stats(), Cluster: c.o.Status(), At: time.Now()}
+}
+
+func (c *Console) serveHealth(w http.ResponseWriter, r *http.Request, rq *req) {
+	f := c.frame(rq, "Health", "health")
+	f.Back = prefix + "health"
+	c.render(w, r, http.StatusOK, HealthPage(f, c.healthNow()))
+}
+
+func (c *Console) serveMember(w http.ResponseWriter, r *http.Request, rq *req) {
+	name := r.PathValue("name")
+	st := c.o.Status()
+	for _, m := range st.Members {
+		if m.Name == name {
+			f := c.frame(rq, "Node "+name, "health")
+			f.Back = r.URL.Path
+			c.render(w, r, http.StatusOK, MemberPage(f, m, st))
+			return
+		}
+	}
+	if name == st.NodeName {
+		f := c.frame(rq, "Node "+name, "health")
+		c.render(w, r, http.StatusOK, MemberPage(f, cluster.Member{Name: name, Self: true, State: cluster.MemberAlive}, st))
+		return
+	}
+	http.Error(w, fmt.Sprintf("No member %q in this node's view of the cluster.", name), http.StatusNotFound)
+}
+
+// serveHealthEvents streams the health page: a "tiles" event (the page's
+// live part as HTML) and a "rate" event (messages per second in and out,
+// JSON for the chart) every Interval, until the browser goes away or the
+// node shuts down.
+func (c *Console) serveHealthEvents(w http.ResponseWriter, r *http.Request, rq *req) {
+	rc := http.NewResponseController(w)
+	rc.SetWriteDeadline(time.Time{}) // the operations server's WriteTimeout would cut the stream
+	rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, "retry: 2000\n\n")
+	t := time.NewTicker(c.o.Interval)
+	defer t.Stop()
+	prev := c.healthNow()
+	var buf bytes.Buffer
+	for {
+		cur := c.healthNow()
+		if dt := cur.At.Sub(prev.At).Seconds(); dt > 0 {
+			cur.InRate = float64(cur.Node.MessagesIn-prev.Node.MessagesIn) / dt
+			cur.OutRate = float64(cur.Node.MessagesOut-prev.Node.MessagesOut) / dt
+		}
+		buf.Reset()
+		HealthLive(cur).Render(r.Context(), &buf)
+		writeEvent(w, "tiles", buf.String())
+		rate, _ := json.Marshal(map[string]any{"t": cur.At.Unix(), "in": cur.InRate, "out": cur.OutRate})
+		writeEvent(w, "rate", string(rate))
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		prev = cur
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Console) done() <-chan struct{} {
+	if c.o.Done == nil {
+		return context.Background().Done()
+	}
+	return c.o.Done
+}
+
+// writeEvent writes one server-sent event; every line of data gets its
+// own "data:" field.
+func writeEvent(w io.Writer, name, data string) {
+	var b strings.Builder
+	b.WriteString("event: " + name + "\n")
+	for _, line := range strings.Split(data, "\n") {
+		b.WriteString("data: " + strings.TrimSuffix(line, "\r") + "\n")
+	}
+	b.WriteString("\n")
+	io.WriteString(w, b.String())
+}
+
+// Formatting helpers of the health templates.
+
+func itoa[T ~int | ~int64 | ~uint64](v T) string { return fmt.Sprint(v) }
+
+func rate(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+func uptime(d time.Duration) string {
+	d = d.Truncate(time.Second)
+	switch {
+	case d >= 24*time.Hour:
+		return fmt.Sprintf("%dd %dh", d/(24*time.Hour), (d%(24*time.Hour))/time.Hour)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh %dm", d/time.Hour, (d%time.Hour)/time.Minute)
+	}
+	return d.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func memberURL(name string) string { return prefix + "health/node/" + name }
+
+func replicas(r []string) string { return orDash(strings.Join(r, ", ")) }
