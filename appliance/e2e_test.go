@@ -199,7 +199,7 @@ func TestUserCommandsOnRunningNode(t *testing.T) {
 	pub := needTool(t, "mosquitto_pub")
 	bin := gantryBinary(t)
 	dataDir := t.TempDir()
-	_, ip := startNode(t, map[string]string{"COREFLUX_DATA_DIR": dataDir, "COREFLUX_MQTT_ALLOW_ANONYMOUS": "false"})
+	node, ip := startNode(t, map[string]string{"COREFLUX_DATA_DIR": dataDir, "COREFLUX_MQTT_ALLOW_ANONYMOUS": "false"})
 	gantry := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)
@@ -240,6 +240,22 @@ func TestUserCommandsOnRunningNode(t *testing.T) {
 	if login("alice", "first") == nil {
 		t.Fatal("old password still accepted")
 	}
+	// Flags and groups, seen by the running node at once.
+	gantry("-changeUserSettings", "alice", "AllowedLogManagement", "true")
+	gantry("-addUserToGroup", "alice", "operators")
+	eventually(t, 5*time.Second, func() error { // Lookup looks at the file at most once a second
+		if u, _ := node.Users.Lookup("alice"); !u.HasFlag("AllowedLogManagement") || len(u.Groups) != 1 || u.Groups[0] != "operators" {
+			return fmt.Errorf("alice after -changeUserSettings and -addUserToGroup: flags %v groups %v", u.Flags, u.Groups)
+		}
+		return nil
+	})
+	gantry("-removeUserFromGroup", "alice", "operators")
+	eventually(t, 5*time.Second, func() error {
+		if u, _ := node.Users.Lookup("alice"); len(u.Groups) != 0 {
+			return fmt.Errorf("alice after -removeUserFromGroup: groups %v", u.Groups)
+		}
+		return nil
+	})
 	gantry("-removeUser", "alice")
 	if login("alice", "second") == nil {
 		t.Fatal("removed user still accepted")

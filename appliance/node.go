@@ -44,6 +44,8 @@ type Node struct {
 	Cluster    *cluster.Node
 	clusterOff []string
 
+	usersTopic usersTopic // $SYS/Coreflux/Config/Users (wire_users.go)
+
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
 
@@ -189,6 +191,7 @@ func (n *Node) Start() error {
 			n.runClusterSys(clusterSysInterval, n.stop)
 		}()
 	}
+	n.publishUsers()
 	if err := n.startSystemd(); err != nil {
 		return err
 	}

@@ -53,6 +53,7 @@ func (n *Node) runSys(interval time.Duration, stop <-chan struct{}) {
 				last[i] = v
 			}
 		}
+		n.publishUsers() // changes made with the gantry command while running
 		select {
 		case <-t.C:
 		case <-stop:

@@ -31,10 +31,10 @@ func (n *Node) openLoT() error {
 		n.log.Error("LoT definition skipped", "component", "lot", "err", p)
 	}
 	eng, err := runtime.New(runtime.Options{
-		Broker: n.Broker, Store: store, Users: lotUsers{n.Users},
+		Broker: n.Broker, Store: store, Users: n.lotUsers(),
 		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
 		SeedRules: true, Logger: n.log,
-		Handlers: command.Handlers{Users: lotUsers{n.Users}},
+		Handlers: command.Handlers{Users: n.lotUsers()},
 	})
 	if err != nil {
 		return err
@@ -47,18 +47,22 @@ func (n *Node) openLoT() error {
 
 // lotUsers shows the user store to LoT: for the access rules, and for the
 // user commands of $SYS/Coreflux/Command.
-type lotUsers struct{ s *auth.Store }
+// Flags and groups are in wire_users.go.
+type lotUsers struct {
+	s       *auth.Store
+	changed func() // after a change: republish the users, decide subscriptions again
+}
 
 func (u lotUsers) RuleUser(name string) (rules.User, bool) {
 	usr, ok := u.s.Lookup(name)
 	if !ok {
 		return rules.User{}, false
 	}
-	return rules.User{Name: usr.Name, Admin: usr.Admin}, true
+	return rules.User{Name: usr.Name, Admin: usr.Admin, Flags: usr.Flags, Groups: usr.Groups}, true
 }
 
 func (u lotUsers) AddUser(_ context.Context, _ command.Caller, name, password string) error {
-	return u.s.Add(name, password, false)
+	return u.done(u.s.Add(name, password, false))
 }
 
 // RemoveUser removes a user. Only an administrator may remove an
@@ -70,7 +74,7 @@ func (u lotUsers) RemoveUser(_ context.Context, c command.Caller, name string) e
 	if t, ok := u.s.Lookup(name); ok && t.Admin && u.admins() == 1 {
 		return fmt.Errorf("%s is the last administrator; add another one first", name)
 	}
-	return u.s.Remove(name)
+	return u.done(u.s.Remove(name))
 }
 
 // ChangePassword sets a user's password. Only an administrator may change

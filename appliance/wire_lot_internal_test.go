@@ -19,7 +19,7 @@ func TestLoTUserCommandsProtectAdministrators(t *testing.T) {
 	s.Add("root", "r00t", true)
 	s.Add("bob", "b0b", false)
 	s.Add("carol", "c4rol", false)
-	u := lotUsers{s}
+	u := lotUsers{s: s}
 	ctx := context.Background()
 	bob, root := command.Caller{User: "bob"}, command.Caller{User: "root"}
 	if err := u.ChangePassword(ctx, bob, "root", "owned"); err == nil {

@@ -243,3 +243,42 @@ func TestLastAdministratorStays(t *testing.T) {
 		t.Fatalf("removing an ordinary user: %v", err)
 	}
 }
+
+func TestFlagsAndGroups(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	s.Add("op", "pw", false)
+	if err := s.SetFlag("op", "allowedsystemconfiguration", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFlag("op", "AllowedEverything", true); !errors.Is(err, ErrUnknownFlag) {
+		t.Fatalf("unknown flag: %v", err)
+	}
+	if err := s.SetFlag("nobody", "AllowedLogManagement", true); !errors.Is(err, ErrUnknownUser) {
+		t.Fatalf("unknown user: %v", err)
+	}
+	s.AddToGroup("op", "operators")
+	s.AddToGroup("op", "operators") // again: no duplicate
+	s.AddToGroup("op", "night")
+	if err := s.AddToGroup("op", "a b"); !errors.Is(err, ErrInvalidGroup) {
+		t.Fatalf("group with a space: %v", err)
+	}
+	other, _ := Open(dir) // what another process reads
+	u, _ := other.Lookup("op")
+	if !u.HasFlag("AllowedSystemConfiguration") || strings.Join(u.Flags, ",") != "AllowedSystemConfiguration" ||
+		strings.Join(u.Groups, ",") != "night,operators" {
+		t.Fatalf("op: flags %v groups %v", u.Flags, u.Groups)
+	}
+	if err := s.RemoveFromGroup("op", "day"); !errors.Is(err, ErrNotInGroup) {
+		t.Fatalf("not a member: %v", err)
+	}
+	s.RemoveFromGroup("op", "night")
+	s.SetFlag("op", "AllowedSystemConfiguration", false)
+	if err := s.SetPassword("op", "pw2"); err != nil { // other changes keep flags and groups
+		t.Fatal(err)
+	}
+	u, _ = s.Lookup("op")
+	if len(u.Flags) != 0 || strings.Join(u.Groups, ",") != "operators" {
+		t.Fatalf("op: flags %v groups %v", u.Flags, u.Groups)
+	}
+}

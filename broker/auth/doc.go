@@ -2,7 +2,10 @@
 // rules are LoT's (lot/rules, enforced by lot/runtime).
 //
 // Store keeps users in DataDir/users.json (mode 0600), each with a bcrypt
-// hash of the password and an administrator flag. The file is the only
+// hash of the password, an administrator flag, the permission flags the
+// access rules test with USER HAS (KnownFlags) and the groups they test
+// with USER IN GROUP: one record per user, so that whoever replicates the
+// store replicates all of it. The file is the only
 // state: the gantry command edits it while the node is stopped or running
 // (each change takes an exclusive flock on users.json.lock, re-reads the
 // file, writes a temporary file, fsyncs and renames it), and a running

@@ -34,11 +34,17 @@ const FileName = "users.json"
 // brute force.
 var bcryptCost = 10 // lowered by tests
 
-// User is one account.
+// User is one account. Flags and Groups are shared with the store: read
+// them, never modify them.
 type User struct {
 	Name  string `json:"name"`
 	Hash  string `json:"hash"`
 	Admin bool   `json:"admin,omitempty"`
+	// Flags are the permission flags set to true, in the spelling of
+	// KnownFlags, sorted.
+	Flags []string `json:"flags,omitempty"`
+	// Groups are the groups the user belongs to, sorted.
+	Groups []string `json:"groups,omitempty"`
 }
 
 type usersFile struct {

@@ -44,6 +44,16 @@ type Users interface {
 	ChangePassword(ctx context.Context, c Caller, name, password string) error
 }
 
+// UserSettings is an optional capability of Users: permission flags and
+// groups (-changeUserSettings, -addUserToGroup, -removeUserFromGroup,
+// -listUserGroups).
+type UserSettings interface {
+	SetUserFlag(ctx context.Context, c Caller, name, flag string, on bool) error
+	AddUserToGroup(ctx context.Context, c Caller, name, group string) error
+	RemoveUserFromGroup(ctx context.Context, c Caller, name, group string) error
+	UserGroups(ctx context.Context, c Caller, name string) ([]string, error)
+}
+
 // Environment sets the values LoT reads with GET ENV and GET SECRET.
 type Environment interface {
 	SetEnv(ctx context.Context, c Caller, name, value string) error
@@ -148,6 +158,12 @@ func (d *Dispatcher) dispatch(ctx context.Context, c Caller, cmd Command) Reply 
 			return unavailable(cmd)
 		}
 		return d.users(ctx, c, cmd)
+	case ChangeUserSettings, AddUserToGroup, RemoveUserFromGroup, ListUserGroups:
+		us, ok := d.h.Users.(UserSettings)
+		if !ok {
+			return unavailable(cmd)
+		}
+		return d.userSettings(ctx, c, cmd, us)
 	case SetEnv, SetSecret:
 		if d.h.Environment == nil {
 			return unavailable(cmd)
@@ -212,6 +228,35 @@ func (d *Dispatcher) users(ctx context.Context, c Caller, cmd Command) Reply {
 		return entityFailure(cmd, "User", cmd.Target, verb, err)
 	}
 	return success(cmd, "User", cmd.Target, fmt.Sprintf(done, cmd.Target), nil)
+}
+
+func (d *Dispatcher) userSettings(ctx context.Context, c Caller, cmd Command, us UserSettings) Reply {
+	var err error
+	var done, verb string
+	var data any
+	switch cmd.Verb {
+	case ChangeUserSettings:
+		err = us.SetUserFlag(ctx, c, cmd.Target, cmd.Value, cmd.On)
+		done, verb = fmt.Sprintf("Setting %s of user %s set to %v successfully!", cmd.Value, cmd.Target, cmd.On), "change the settings of"
+	case AddUserToGroup:
+		err = us.AddUserToGroup(ctx, c, cmd.Target, cmd.Value)
+		done, verb = fmt.Sprintf("User %s added to group %s successfully!", cmd.Target, cmd.Value), "add to a group"
+	case RemoveUserFromGroup:
+		err = us.RemoveUserFromGroup(ctx, c, cmd.Target, cmd.Value)
+		done, verb = fmt.Sprintf("User %s removed from group %s successfully!", cmd.Target, cmd.Value), "remove from a group"
+	default:
+		var groups []string
+		groups, err = us.UserGroups(ctx, c, cmd.Target)
+		if groups == nil {
+			groups = []string{}
+		}
+		data = map[string]any{"user": cmd.Target, "groups": groups}
+		done, verb = fmt.Sprintf("User %s is in %d groups: %s", cmd.Target, len(groups), strings.Join(groups, ", ")), "list the groups of"
+	}
+	if err != nil {
+		return entityFailure(cmd, "User", cmd.Target, verb, err)
+	}
+	return success(cmd, "User", cmd.Target, done, data)
 }
 
 func (d *Dispatcher) environment(ctx context.Context, c Caller, cmd Command) Reply {
@@ -330,6 +375,10 @@ func (c Command) String() string {
 		fmt.Fprintf(&b, " %s=***", c.Target)
 	case c.Verb == AddUser || c.Verb == ChangeUserPassword:
 		fmt.Fprintf(&b, " %s ***", c.Target)
+	case c.Verb == ChangeUserSettings:
+		fmt.Fprintf(&b, " %s %s %v", c.Target, c.Value, c.On)
+	case c.Verb == AddUserToGroup || c.Verb == RemoveUserFromGroup:
+		fmt.Fprintf(&b, " %s %s", c.Target, c.Value)
 	case c.Target != "":
 		b.WriteString(" " + c.Target)
 	}

@@ -27,10 +27,13 @@ type Command struct {
 	// of -loadProject. For -add* it is the name read from the DEFINE line,
 	// a hint for replies (the handler's parser has the last word).
 	Target string
-	// Value is the password of -addUser and -changeUserPassword, or the
-	// value of -setEnv and -setSecret. String never shows it, except for
-	// -setEnv.
+	// Value is the password of -addUser and -changeUserPassword, the
+	// value of -setEnv and -setSecret, the flag of -changeUserSettings or
+	// the group of -addUserToGroup and -removeUserFromGroup. String never
+	// shows passwords and secrets.
 	Value string
+	// On is the true|false of -changeUserSettings.
+	On bool
 	// Input is the JSON after the name of -runAction; nil when absent.
 	Input json.RawMessage
 }
@@ -125,13 +128,27 @@ func parseArgs(cmd *Command, rest string) error {
 			return parseErr("%s takes a user name and a password, got %s", cmd.Name, countArgs(toks))
 		}
 		cmd.Target, cmd.Value = toks[0], toks[1]
+	case argsUserGroup:
+		if len(toks) != 2 {
+			return parseErr("%s takes a user name and a group, got %s", cmd.Name, countArgs(toks))
+		}
+		cmd.Target, cmd.Value = toks[0], toks[1]
+	case argsUserFlag:
+		if len(toks) != 3 {
+			return parseErr("%s takes a user name, a permission flag and true or false, got %s", cmd.Name, countArgs(toks))
+		}
+		on, ok := map[string]bool{"true": true, "false": false}[strings.ToLower(toks[2])]
+		if !ok {
+			return parseErr("%s %s %s: %q, want true or false", cmd.Name, toks[0], toks[1], clip(toks[2]))
+		}
+		cmd.Target, cmd.Value, cmd.On = toks[0], toks[1], on
 	}
 	return nil
 }
 
 func argName(v Verb) string {
 	switch v {
-	case RemoveUser:
+	case RemoveUser, ListUserGroups:
 		return "user name"
 	case LoadProject:
 		return "project name (quote it if it has spaces)"

@@ -28,6 +28,10 @@ const (
 	AddUser
 	RemoveUser
 	ChangeUserPassword
+	ChangeUserSettings
+	AddUserToGroup
+	RemoveUserFromGroup
+	ListUserGroups
 	SetEnv
 	SetSecret
 	LoadProject
@@ -49,6 +53,8 @@ const (
 	argsRun                      // a name, then optional JSON
 	argsUserPass                 // user and password
 	argsAssign                   // NAME=value or NAME value
+	argsUserFlag                 // user, flag, true|false
+	argsUserGroup                // user and group
 )
 
 type verbInfo struct {
@@ -74,6 +80,10 @@ var verbs = [numVerbs]verbInfo{
 	AddUser:             {[]string{"addUser"}, "", argsUserPass, "UserManagementCreation"},
 	RemoveUser:          {[]string{"removeUser"}, "", argsName, "UserManagementRemove"},
 	ChangeUserPassword:  {[]string{"changeUserPassword"}, "", argsUserPass, "UserManagementPasswordChange"},
+	ChangeUserSettings:  {[]string{"changeUserSettings"}, "", argsUserFlag, "UserManagementUpdate"},
+	AddUserToGroup:      {[]string{"addUserToGroup"}, "", argsUserGroup, "UserManagementUpdate"},
+	RemoveUserFromGroup: {[]string{"removeUserFromGroup"}, "", argsUserGroup, "UserManagementUpdate"},
+	ListUserGroups:      {[]string{"listUserGroups"}, "", argsName, "UserManagementUpdate"},
 	SetEnv:              {[]string{"setEnv"}, "", argsAssign, "SystemConfiguration"},
 	SetSecret:           {[]string{"setSecret"}, "", argsAssign, "SystemConfiguration"},
 	LoadProject:         {[]string{"loadProject"}, "", argsName, "SystemConfiguration"},
@@ -128,7 +138,7 @@ func init() {
 			"listConnectors", "routeCode", "listTemplates", "checkRouteConnection", "connectionStatus", "routeCertificates",
 			"restoreRules", "addProject", "removeProject", "unloadProject", "listProjects", "getProject",
 			"duplicateProject", "projectCheckout", "projectPull", "projectPush", "projectStatus", "projectManifest",
-			"changeUserSettings", "addUserToGroup", "removeUserFromGroup", "listUserGroups", "removeEnv", "listEnv",
+			"removeEnv", "listEnv",
 			"removeSecret", "listSecrets", "auditStatus", "auditQuery", "decryptAudit", "addTraceLog", "listTraceLogs",
 			"removeTraceLog", "removeAllTraceLogs"}},
 	}

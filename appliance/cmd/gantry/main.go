@@ -5,7 +5,12 @@
 //	gantry -checkConfig FILE validate a configuration file and exit
 //	gantry [-config FILE] -addUser NAME PASSWORD [-admin]
 //	gantry [-config FILE] -removeUser NAME
-//	gantry [-config FILE] -changePassword NAME PASSWORD
+//	gantry [-config FILE] -changePassword NAME PASSWORD (alias -changeUserPassword)
+//	gantry [-config FILE] -changeUserSettings NAME FLAG true|false
+//	gantry [-config FILE] -addUserToGroup NAME GROUP
+//	gantry [-config FILE] -removeUserFromGroup NAME GROUP
+//	gantry [-config FILE] -listUserGroups NAME
+//	gantry [-config FILE] -listUsers
 //
 // The user commands work on the data directory of the configuration,
 // whether the node is running or not.
@@ -42,6 +47,12 @@ func run() int {
 	admin := flag.Bool("admin", false, "with -addUser: make the user an administrator")
 	removeUser := flag.String("removeUser", "", "remove user `NAME` and exit")
 	changePassword := flag.String("changePassword", "", "set the password of user `NAME` to the one that follows, and exit")
+	flag.StringVar(changePassword, "changeUserPassword", "", "the same as -changePassword")
+	settings := flag.String("changeUserSettings", "", "set permission flag FLAG of user `NAME` to true or false (the two arguments that follow), and exit")
+	toGroup := flag.String("addUserToGroup", "", "add user `NAME` to the group that follows, and exit")
+	fromGroup := flag.String("removeUserFromGroup", "", "remove user `NAME` from the group that follows, and exit")
+	listGroups := flag.String("listUserGroups", "", "print the groups of user `NAME`, and exit")
+	listUsers := flag.Bool("listUsers", false, "print the users with their flags and groups (JSON, no password hashes), and exit")
 	flag.Parse()
 	if *version {
 		fmt.Println("gantry", appliance.Version)
@@ -88,6 +99,16 @@ func run() int {
 		return userCommand(cfg, func(s *auth.Store) error { return s.Remove(*removeUser) }, "removed user "+*removeUser)
 	case *changePassword != "":
 		return userCommand(cfg, func(s *auth.Store) error { return s.SetPassword(*changePassword, passwordArg()) }, "changed the password of "+*changePassword)
+	case *settings != "":
+		return userCommand(cfg, func(s *auth.Store) error { return setFlag(s, *settings, flag.Args()) }, "changed the settings of "+*settings)
+	case *toGroup != "":
+		return userCommand(cfg, func(s *auth.Store) error { return s.AddToGroup(*toGroup, groupArg()) }, "added "+*toGroup+" to group "+groupArg())
+	case *fromGroup != "":
+		return userCommand(cfg, func(s *auth.Store) error { return s.RemoveFromGroup(*fromGroup, groupArg()) }, "removed "+*fromGroup+" from group "+groupArg())
+	case *listGroups != "":
+		return userCommand(cfg, func(s *auth.Store) error { return printGroups(s, *listGroups) }, "")
+	case *listUsers:
+		return userCommand(cfg, func(s *auth.Store) error { fmt.Println(string(appliance.UsersJSON(s))); return nil }, "")
 	}
 	return serve(cfg, *configPath, *dev)
 }
@@ -108,6 +129,32 @@ func adminArg(admin bool) bool {
 	return admin || (len(args) == 2 && (args[1] == "-admin" || args[1] == "--admin"))
 }
 
+// groupArg is the positional argument after -addUserToGroup NAME.
+func groupArg() string {
+	if args := flag.Args(); len(args) > 0 {
+		return args[0]
+	}
+	return ""
+}
+
+// setFlag reads FLAG true|false after -changeUserSettings NAME.
+func setFlag(s *auth.Store, name string, args []string) error {
+	if len(args) != 2 || (args[1] != "true" && args[1] != "false") {
+		return fmt.Errorf("-changeUserSettings %s: want a permission flag and true or false, got %q; flags: %s",
+			name, args, strings.Join(auth.KnownFlags, ", "))
+	}
+	return s.SetFlag(name, args[0], args[1] == "true")
+}
+
+func printGroups(s *auth.Store, name string) error {
+	u, ok := s.Lookup(name)
+	if !ok {
+		return fmt.Errorf("%w: %s", auth.ErrUnknownUser, name)
+	}
+	fmt.Println(strings.Join(u.Groups, "\n"))
+	return nil
+}
+
 func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int {
 	s, err := appliance.OpenUsers(cfg.DataDir)
 	if err == nil {
@@ -117,7 +164,9 @@ func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int 
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(done)
+	if done != "" {
+		fmt.Println(done)
+	}
 	return 0
 }
 
