@@ -47,14 +47,14 @@ const (
 type argShape uint8
 
 const (
-	argsNone     argShape = iota // nothing
-	argsSource                   // LoT source, verbatim
-	argsName                     // one token
-	argsRun                      // a name, then optional JSON
-	argsUserPass                 // user and password
-	argsAssign                   // NAME=value or NAME value
-	argsUserFlag                 // user, flag, true|false
-	argsUserGroup                // user and group
+	argsNone      argShape = iota // nothing
+	argsSource                    // LoT source, verbatim
+	argsName                      // one token
+	argsRun                       // a name, then optional JSON
+	argsUserPass                  // user and password
+	argsAssign                    // NAME=value or NAME value
+	argsUserFlag                  // user, flag, true|false
+	argsUserGroup                 // user and group
 )
 
 type verbInfo struct {
