@@ -1,6 +1,7 @@
 package webui_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -71,12 +72,6 @@ func TestBrowserHealthLive(t *testing.T) {
 }
 
 func jsString(s string) string {
-	b := []byte{'"'}
-	for _, r := range s {
-		if r == '"' || r == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, string(r)...)
-	}
-	return string(append(b, '"'))
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -498,7 +498,7 @@ func EditorPage(f frame, ed editor) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "\"> <label for=\"src\">LoT source</label><p class=\"hint\" id=\"src-help\">Problems are checked by the node's own parser as you type. In the editor, Tab moves focus on; press Ctrl-M to make Tab indent. Drafts are saved on the node.</p><textarea id=\"src\" name=\"src\" data-lot-editor data-status=\"draft-status\" data-summary=\"diagnostics\" aria-label=\"LoT source\" aria-describedby=\"src-help\" spellcheck=\"false\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "\"> <label for=\"src\">LoT source</label><p class=\"hint\" id=\"src-help\">Problems are checked by the node's own parser as you type. Tab moves focus out of the editor (indent with spaces). Drafts are saved on the node as you type.</p><textarea id=\"src\" name=\"src\" data-lot-editor data-status=\"draft-status\" data-summary=\"diagnostics\" aria-label=\"LoT source\" aria-describedby=\"src-help\" spellcheck=\"false\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
