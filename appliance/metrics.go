@@ -99,5 +99,8 @@ func (n *Node) metricsHandler() http.Handler {
 	if n.Cluster != nil {
 		reg.MustRegister(clusterCollector{n.Cluster})
 	}
+	if n.drivers != nil {
+		reg.MustRegister(connectorCollector{n.drivers})
+	}
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: nil})
 }

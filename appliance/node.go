@@ -19,6 +19,7 @@ import (
 	"gantry/broker/auth"
 	"gantry/broker/store"
 	"gantry/cluster"
+	"gantry/drivers/engine"
 	"gantry/lot/runtime"
 )
 
@@ -39,6 +40,8 @@ type Node struct {
 
 	// LoT runs the deployed LoT definitions and decides access.
 	LoT *runtime.Engine
+	// drivers runs the deployed connectors (wire_drivers.go).
+	drivers *engine.Manager
 	// Cluster is the control plane; nil when clustering is off, and then
 	// clusterOff says why when it was asked for.
 	Cluster    *cluster.Node
@@ -78,6 +81,9 @@ func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, erro
 	n.throttle = auth.NewThrottle()
 	n.authn = auth.NewAuthenticator(users, n.throttle, log)
 	b.SetAuthenticator(n.authn)
+	if err := n.openDrivers(); err != nil {
+		return nil, err
+	}
 	if err := n.openLoT(); err != nil {
 		return nil, err
 	}
@@ -299,6 +305,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		s.Shutdown(ctx)
 	}
 	n.LoT.Stop()
+	n.closeDrivers()
 	cerr := n.shutdownCluster(ctx)
 	err := n.Broker.Shutdown(ctx)
 	if err == nil {

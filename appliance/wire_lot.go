@@ -35,6 +35,7 @@ func (n *Node) openLoT() error {
 		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
 		SeedRules: true, Logger: n.log,
 		Handlers: command.Handlers{Users: n.lotUsers()},
+		Connectors: lotConnectors{n.drivers}, // wire_drivers.go
 	})
 	if err != nil {
 		return err

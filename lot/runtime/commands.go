@@ -107,10 +107,33 @@ func (e *Engine) apply(ctx context.Context, c defs.Change) (defs.Applied, error)
 			errs = append(errs, brokenByChange{f})
 		}
 	}
+	if len(errs) == 0 {
+		errs = e.checkConnectors(c)
+	}
 	if len(errs) > 0 {
 		return defs.Applied{}, errors.Join(errs...)
 	}
 	return e.o.Store.Apply(ctx, c)
+}
+
+// checkConnectors asks Options.Connectors about each connector c puts.
+func (e *Engine) checkConnectors(c defs.Change) []error {
+	if e.o.Connectors == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range c.Puts {
+		if p.Kind != defs.Connector {
+			continue
+		}
+		d, err := parseOne(defs.Definition{Kind: p.Kind, Name: p.Name, Source: p.Source})
+		if k, ok := d.(*syntax.Connector); err == nil && ok {
+			if err := e.o.Connectors.Check(k, e.env); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errs
 }
 
 // puts reports whether c puts the definition k.

@@ -24,7 +24,8 @@
 // $SYS/Coreflux/{Actions,Models,Rules,Connectors}/<name> (connectors also
 // on $SYS/Coreflux/Routes/<name>) and each action's DESCRIPTION on
 // $SYS/Coreflux/Actions/<name>/Description. Removal clears them.
-// Connectors are stored and published; running them is the drivers' part.
+// Connectors are stored and published, and handed to Options.Connectors
+// (the drivers), which checks each before it is stored and runs them.
 //
 // A stored definition that does not build (stored by a version with other
 // checks, or committed by a peer) is left out with what depends on it,

@@ -17,6 +17,7 @@ import (
 	"gantry/lot/interp"
 	"gantry/lot/rules"
 	"gantry/lot/schedule"
+	"gantry/lot/syntax"
 	"gantry/lot/topiccache"
 )
 
@@ -63,10 +64,30 @@ type Options struct {
 	Interp    *interp.Options // nil: interpreter defaults
 	Cache     *topiccache.Options
 	Logger    *slog.Logger
+	// Connectors runs the deployed connectors (the drivers); nil: they
+	// are only stored and published.
+	Connectors Connectors
 	// Handlers completes the command interface with what the engine does
 	// not own (users); the engine fills in Entities, Runner, Environment
 	// and Projects.
 	Handlers command.Handlers
+}
+
+// Connectors runs deployed connectors. Check is asked about each
+// connector a change puts, before the change is stored: an error (with
+// positions) refuses the deploy. Deploy is given every stored connector
+// that builds, after each applied change and at Start, on the applying
+// goroutine: it must return without waiting for devices.
+type Connectors interface {
+	Check(c *syntax.Connector, env interp.EnvReader) error
+	Deploy(list []DeployedConnector, env interp.EnvReader)
+}
+
+// DeployedConnector is one stored connector that builds.
+type DeployedConnector struct {
+	Name   string
+	Source string
+	Def    *syntax.Connector
 }
 
 // Stats are the engine's counters.

@@ -60,6 +60,7 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 	e.broken = broken
 	e.mu.Unlock()
 	e.publishChanges(d, list, events, broken, wasBroken)
+	e.deployConnectors(d)
 	e.runStart(d, func(name string) bool {
 		k := defKey{defs.Action, name}
 		return events == nil || changedAction(events, name) || (wasBroken[k] != nil && broken[k] == nil)
@@ -195,4 +196,18 @@ func changedAction(events []defs.Event, name string) bool {
 		}
 	}
 	return false
+}
+
+// deployConnectors hands the connectors that build to Options.Connectors.
+func (e *Engine) deployConnectors(d *deployment) {
+	if e.o.Connectors == nil {
+		return
+	}
+	var list []DeployedConnector
+	for _, def := range d.defs {
+		if c, ok := d.parsed[defKey{def.Kind, def.Name}].(*syntax.Connector); ok {
+			list = append(list, DeployedConnector{Name: def.Name, Source: def.Source, Def: c})
+		}
+	}
+	e.o.Connectors.Deploy(list, e.env)
 }

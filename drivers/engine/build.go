@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"fmt"
+
+	"gantry/drivers"
+	"gantry/drivers/modbus"
+	"gantry/lot/syntax"
+)
+
+// built is a connector's definition made runnable.
+type built struct {
+	spec     *drivers.Spec
+	describe string
+	run      runner
+}
+
+// protocols maps each connector type to its configuration block and the
+// function that reads the protocol's settings into a runner.
+var protocols = map[string]struct {
+	config string
+	build  func(s *drivers.Spec) (runner, string)
+}{
+	"MODBUS_TCP":    {"MODBUS_CONFIG", buildModbus},
+	"MODBUS_SERIAL": {"MODBUS_CONFIG", buildModbus},
+}
+
+// build reads a connector's definition: the shared parts, then the
+// protocol's; every problem is reported, each at its place.
+func build(c *syntax.Connector, env drivers.Env) (*built, error) {
+	p, ok := protocols[c.Type]
+	if !ok {
+		return nil, &drivers.ConfigError{Pos: c.TypePos, Msg: fmt.Sprintf("connector type %s is not supported by this build", c.Type)}
+	}
+	var errs []error
+	s := drivers.Parse(c, p.config, env, &errs)
+	r, describe := p.build(s)
+	s.Finish()
+	if err := drivers.Join(errs); err != nil {
+		return nil, err
+	}
+	return &built{spec: s, describe: describe, run: r}, nil
+}
+
+func buildModbus(s *drivers.Spec) (runner, string) {
+	cfg := modbus.Parse(s)
+	return &poller{newDevice: func() drivers.Device { return modbus.New(cfg) }}, cfg.Describe()
+}
