@@ -34,7 +34,7 @@ func (n *Node) openLoT() error {
 		Broker: n.Broker, Store: store, Users: n.lotUsers(),
 		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
 		SeedRules: true, Logger: n.log,
-		Handlers: command.Handlers{Users: n.lotUsers()},
+		Handlers:   command.Handlers{Users: n.lotUsers()},
 		Connectors: lotConnectors{n.drivers}, // wire_drivers.go
 	})
 	if err != nil {
