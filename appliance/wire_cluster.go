@@ -25,6 +25,7 @@ func clusterOptions(cfg *config.Config) cluster.Options {
 	o.ClusterID, o.NodeName = cl.ClusterId, cl.NodeName
 	o.BindAddr = net.JoinHostPort(cl.BindIP, strconv.Itoa(cl.Port))
 	o.AdvertiseAddr = net.JoinHostPort(advertisedHost(cl), strconv.Itoa(cl.AdvertisedPort))
+	o.AdvertisedHost = cl.AdvertisedHost // resolved again for BootstrapGraceSeconds when it did not resolve at once
 	// Learning the advertised address from what peers see is for a node
 	// bound to every address; one bound to a single address advertises it
 	// (on loopback, peers would see 127.0.0.1 whatever the bind).

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -45,6 +46,65 @@ func (n *Node) seekCluster(ctx context.Context) {
 		return
 	}
 	n.bootstrap()
+}
+
+// resolveAdvertised looks Options.AdvertisedHost up every
+// ReconcileInterval until it resolves or BootstrapGrace has passed since
+// Start, as the reference says; it runs on its own goroutine, so that a
+// slow resolver never delays a round. While the name itself is advertised
+// and does not resolve, holdJoin is set: a node not yet in the
+// configuration then neither asks to be added nor forms a cluster, so
+// that no leader records an address that does not resolve (a pod's DNS
+// name appears a few seconds after the pod). When another address is
+// advertised (the appliance fell back to an interface address because the
+// default name did not resolve at start), the name is advertised once it
+// resolves, unless the node has already adopted the address its peers see.
+func (n *Node) resolveAdvertised(ctx context.Context) {
+	defer n.holdJoin.Store(false)
+	name := n.opts.AdvertisedHost
+	resolver := n.opts.Resolver
+	if resolver == nil {
+		resolver = net.DefaultResolver
+	}
+	t := time.NewTicker(n.opts.ReconcileInterval)
+	defer t.Stop()
+	for said := false; ; {
+		host, port, _ := net.SplitHostPort(n.advertise())
+		advertised := strings.EqualFold(host, name)
+		lctx, cancel := context.WithTimeout(ctx, n.peerTimeout())
+		addrs, err := resolver.LookupHost(lctx, name)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && len(addrs) > 0:
+			if !advertised && !n.learned.Load() {
+				n.readvertise(net.JoinHostPort(name, port), "AdvertisedHost resolves now: advertising it")
+			} else if said {
+				n.log.Info("AdvertisedHost resolves now", "host", name, "addrs", addrs)
+			}
+			return
+		case time.Since(n.started) >= n.opts.BootstrapGrace:
+			if advertised {
+				n.log.Warn(fmt.Sprintf("Cluster.AdvertisedHost = %q does not resolve after BootstrapGraceSeconds (%v): going on with it, but peers that cannot resolve it cannot reach this node; fix DNS or set an address",
+					name, n.opts.BootstrapGrace), "err", err)
+			} else {
+				n.log.Info(fmt.Sprintf("AdvertisedHost %q (the NodeName) does not resolve after BootstrapGraceSeconds (%v): keeping %s",
+					name, n.opts.BootstrapGrace, n.advertise()), "err", err)
+			}
+			return
+		case !said:
+			said = true
+			n.log.Info(fmt.Sprintf("AdvertisedHost %q does not resolve yet: retrying for BootstrapGraceSeconds (%v)", name, n.opts.BootstrapGrace),
+				"err", err, "advertising", n.advertise(), "holdingJoin", advertised)
+		}
+		n.holdJoin.Store(advertised)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // firstAmong reports whether this node comes first among the fresh nodes

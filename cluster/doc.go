@@ -30,6 +30,15 @@
 // one-member cluster; the others wait, and its leader adds them. Every
 // fresh node computes the same order, so exactly one cluster forms.
 //
+// The advertised host name (Options.AdvertisedHost) is looked up again
+// every ReconcileInterval until it resolves or BootstrapGrace has passed,
+// as the reference says. While a node advertises a name that does not
+// resolve yet, it neither asks to be added nor forms a cluster, so no
+// leader records it under a name nobody resolves; when the appliance fell
+// back to an interface address because the default name (the NodeName)
+// did not resolve at start, the name is advertised once it resolves. After
+// the grace the node goes on with what it has and logs why.
+//
 // # Membership (leader)
 //
 // Every ReconcileInterval the leader asks discovery for the peers, adds
@@ -88,7 +97,8 @@
 //
 // New and Start are called once, Shutdown once; the other methods may be
 // called from any goroutine. The node runs three goroutines (Raft
-// observations, the control loop, discovery's own work), and while it
+// observations, the control loop, discovery's own work), one resolving
+// its advertised name during the grace (resolveAdvertised), and while it
 // leads one per member catching up (awaitCatchUp), all started by goRun
 // and stopped by Shutdown (goRun starts nothing once Shutdown began).
 // Node.mu guards the join attempts, the catch-up watches and the state

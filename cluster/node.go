@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +54,8 @@ type Node struct {
 	hadState    bool
 	started     time.Time
 	lastWaitLog time.Time    // run goroutine only
+	learned     atomic.Bool  // advertising the address the peers see (learnAdvertise)
+	holdJoin    atomic.Bool  // the advertised AdvertisedHost does not resolve yet (resolveAdvertised)
 	waiting     atomic.Value // string: why a fresh node has not formed a cluster yet (Status.Waiting)
 
 	leaderChanges  atomic.Uint64
@@ -173,6 +177,11 @@ func (n *Node) Start() {
 			"grace", n.opts.BootstrapGrace.String())
 	}
 	n.goRun(n.observe)
+	if name := n.opts.AdvertisedHost; name != "" && net.ParseIP(name) == nil {
+		host, _, _ := net.SplitHostPort(n.advertise())
+		n.holdJoin.Store(strings.EqualFold(host, name)) // until the first lookup says
+		n.goRun(n.resolveAdvertised)
+	}
 	n.goRun(n.run)
 	if src, ok := n.opts.Discovery.(interface{ Run(context.Context) error }); ok {
 		n.goRun(func(ctx context.Context) {
@@ -218,7 +227,7 @@ func (n *Node) run(ctx context.Context) {
 			if n.readyTerm.Load() == n.raft.CurrentTerm() {
 				n.reconcile(ctx)
 			}
-		case !n.isMember():
+		case !n.isMember() && !n.holdJoin.Load():
 			n.seekCluster(ctx)
 		}
 		select {

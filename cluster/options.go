@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"gantry/cluster/discovery"
 )
 
 // Options configure a Node. The appliance builds them from the Cluster
@@ -23,6 +25,13 @@ type Options struct {
 	// for a host that was not set explicitly, on a gateway with several
 	// network interfaces.
 	AdvertiseLearn bool
+	// AdvertisedHost is the host name this node is meant to be reached at
+	// (Cluster.AdvertisedHost, or the NodeName it defaults to); "" or an
+	// IP address turns resolving off. The node resolves it through
+	// Resolver (nil: net.DefaultResolver), retrying for BootstrapGrace:
+	// see resolveAdvertised in bootstrap.go.
+	AdvertisedHost string
+	Resolver       discovery.Resolver
 	OpsAddr        string // host:port of this node's operations endpoint, as peers reach it
 	PeerOpsPort    int    // operations port of the peers, for addresses discovery gives without one
 

@@ -307,8 +307,14 @@ func (n *Node) learnAdvertise(s survey) {
 	if err != nil || seen == "" || seen == host {
 		return
 	}
-	addr := net.JoinHostPort(seen, port)
-	n.log.Info("peers reach this node at another address: advertising it", "was", n.advertise(), "now", addr)
+	n.learned.Store(true)
+	n.readvertise(net.JoinHostPort(seen, port), "peers reach this node at another address: advertising it")
+}
+
+// readvertise makes addr the address this node tells its peers; a leader
+// also corrects its own entry in the configuration.
+func (n *Node) readvertise(addr, why string) {
+	n.log.Info(why, "was", n.advertise(), "now", addr)
 	n.stream.setAdvertise(addr)
 	if n.raft.State() == raft.Leader {
 		if err := n.changeMembers(func() raft.IndexFuture {
