@@ -142,4 +142,3 @@ func TestAdvertisedHostNeverResolves(t *testing.T) {
 		t.Errorf("log lacks %q:\n%s", want, logs)
 	}
 }
-
