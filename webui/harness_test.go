@@ -80,7 +80,7 @@ func startConsoleNode(t *testing.T, setupDone bool) *consoleNode {
 
 // mqttConnect connects a paho client to the node.
 func (cn *consoleNode) mqttConnect(user, password string) (mqtt.Client, error) {
-	o := mqtt.NewClientOptions().AddBroker("tcp://"+cn.ip+":1883").SetClientID(fmt.Sprintf("t%d", rand.Int())).
+	o := mqtt.NewClientOptions().AddBroker("tcp://" + cn.ip + ":1883").SetClientID(fmt.Sprintf("t%d", rand.Int())).
 		SetUsername(user).SetPassword(password).SetConnectTimeout(5 * time.Second).SetAutoReconnect(false)
 	c := mqtt.NewClient(o)
 	tok := c.Connect()

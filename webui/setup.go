@@ -133,7 +133,6 @@ type setupView struct {
 	DiscoverErr string
 }
 
-
 func (c *Console) serveSetup(w http.ResponseWriter, r *http.Request) {
 	if !c.setupPending() {
 		http.Redirect(w, r, prefix, http.StatusSeeOther)
