@@ -1,0 +1,250 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+)
+
+// Format is the frame format this package writes and reads.
+const Format = 1
+
+// ErrCorrupt is returned for bytes that are not a frame or a message.
+var ErrCorrupt = errors.New("wire: corrupt data-plane frame")
+
+const (
+	flagQoS    = 0x03
+	flagRetain = 0x04
+	flagProps  = 0x08
+	knownFlags = flagQoS | flagRetain | flagProps
+	maxOrigin  = byte(broker.OriginBroker)
+)
+
+// Header is the start of a frame.
+type Header struct {
+	Sender string
+	Boot   uint64
+}
+
+// AppendHeader appends a frame's header to dst.
+func AppendHeader(dst []byte, sender string, boot uint64) []byte {
+	dst = append(dst, Format)
+	dst = appendString(dst, sender)
+	return binary.AppendUvarint(dst, boot)
+}
+
+// AppendRecord appends one record, a message encoded by AppendMessage
+// with its sequence number (0: best effort), to a frame.
+func AppendRecord(dst []byte, seq uint64, msg []byte) []byte {
+	dst = binary.AppendUvarint(dst, seq)
+	return appendBytes(dst, msg)
+}
+
+// RecordSize is the number of bytes AppendRecord adds.
+func RecordSize(seq uint64, msg []byte) int {
+	return uvarintSize(seq) + uvarintSize(uint64(len(msg))) + len(msg)
+}
+
+// ParseHeader reads a frame's header and returns the records that follow.
+func ParseHeader(frame []byte) (Header, []byte, error) {
+	r := reader{b: frame}
+	if f := r.byte(); r.err == nil && f != Format {
+		return Header{}, nil, fmt.Errorf("%w: format %d, want %d", ErrCorrupt, f, Format)
+	}
+	h := Header{Sender: r.string(), Boot: r.uvarint()}
+	if r.err != nil {
+		return Header{}, nil, r.err
+	}
+	if h.Sender == "" {
+		return Header{}, nil, fmt.Errorf("%w: no sender", ErrCorrupt)
+	}
+	return h, r.b, nil
+}
+
+// NextRecord reads the record at the start of records and returns the
+// rest. The message bytes alias records.
+func NextRecord(records []byte) (seq uint64, msg, rest []byte, err error) {
+	r := reader{b: records}
+	seq = r.uvarint()
+	msg = r.bytes()
+	if r.err != nil {
+		return 0, nil, nil, r.err
+	}
+	return seq, msg, r.b, nil
+}
+
+// AppendMessage appends m's encoding to dst.
+func AppendMessage(dst []byte, m *broker.Message) []byte {
+	flags := m.QoS & flagQoS
+	if m.Retain {
+		flags |= flagRetain
+	}
+	props := m.PayloadFormat != 0 || m.ContentType != "" || m.ResponseTopic != "" ||
+		len(m.CorrelationData) > 0 || m.ExpiresAt != 0 || len(m.UserProperties) > 0
+	if props {
+		flags |= flagProps
+	}
+	dst = append(dst, flags)
+	dst = appendString(dst, m.Topic)
+	dst = appendString(dst, m.ClientID)
+	dst = appendString(dst, m.Username)
+	dst = append(dst, byte(m.Origin))
+	dst = appendBytes(dst, m.Payload)
+	if !props {
+		return dst
+	}
+	dst = append(dst, m.PayloadFormat)
+	dst = appendString(dst, m.ContentType)
+	dst = appendString(dst, m.ResponseTopic)
+	dst = appendBytes(dst, m.CorrelationData)
+	dst = binary.AppendUvarint(dst, uint64(max(m.ExpiresAt, 0)))
+	dst = binary.AppendUvarint(dst, uint64(len(m.UserProperties)))
+	for _, up := range m.UserProperties {
+		dst = appendString(dst, up.Key)
+		dst = appendString(dst, up.Value)
+	}
+	return dst
+}
+
+// Decoded is a message read from a frame, with the origin it had on the
+// sending node (the receiver delivers it as broker.OriginPeer).
+type Decoded struct {
+	Msg        *broker.Message
+	SentOrigin broker.Origin
+}
+
+// DecodeMessage reads one message. Its fields are owned copies, and its
+// Origin is broker.OriginPeer.
+func DecodeMessage(b []byte) (Decoded, error) {
+	r := reader{b: b}
+	flags := r.byte()
+	if r.err == nil && (flags&^knownFlags != 0 || flags&flagQoS == 3) {
+		return Decoded{}, fmt.Errorf("%w: message flags %#x", ErrCorrupt, flags)
+	}
+	m := &broker.Message{QoS: flags & flagQoS, Retain: flags&flagRetain != 0, Origin: broker.OriginPeer}
+	m.Topic, m.ClientID, m.Username = r.string(), r.string(), r.string()
+	origin := r.byte()
+	if r.err == nil && origin > maxOrigin {
+		return Decoded{}, fmt.Errorf("%w: origin %d", ErrCorrupt, origin)
+	}
+	m.Payload = cloneBytes(r.bytes())
+	if flags&flagProps != 0 {
+		m.PayloadFormat = r.byte()
+		m.ContentType, m.ResponseTopic = r.string(), r.string()
+		m.CorrelationData = cloneBytes(r.bytes())
+		exp := r.uvarint()
+		if exp > 1<<62 {
+			r.fail("expiry")
+		}
+		m.ExpiresAt = int64(exp)
+		n := r.count(2)
+		if n > 0 {
+			m.UserProperties = make([]packet.UserProperty, 0, n)
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			m.UserProperties = append(m.UserProperties, packet.UserProperty{Key: r.string(), Value: r.string()})
+		}
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return Decoded{}, r.err
+	}
+	return Decoded{Msg: m, SentOrigin: broker.Origin(origin)}, nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func uvarintSize(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+func cloneBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// reader consumes bytes; the first fault sticks in err and later reads
+// return zero values.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad integer")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a count of items of at least min bytes each, refusing one
+// the rest of the input cannot hold.
+func (r *reader) count(min int) int {
+	v := r.uvarint()
+	if r.err == nil && v > uint64(len(r.b)/min) {
+		r.fail("count beyond the input")
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("length beyond the input")
+		return nil
+	}
+	b := r.b[:n:n]
+	r.b = r.b[n:]
+	return b
+}
+
+func (r *reader) string() string { return string(r.bytes()) }
