@@ -17,8 +17,9 @@ import (
 
 // clusterOf starts n gantry processes on 127.a.b.1..n with the default
 // ports, configured as the seed document's "Seeds" example adapted to
-// loopback addresses.
-func clusterOf(t *testing.T, n int) []*crashNode {
+// loopback addresses. setup, when given, runs on each node before it
+// starts.
+func clusterOf(t *testing.T, n int, setup ...func(*crashNode)) []*crashNode {
 	bin := gantryBinary(t)
 	prefix := fmt.Sprintf("127.%d.%d.", 1+rand.IntN(250), 1+rand.IntN(250))
 	var seeds []string
@@ -40,6 +41,9 @@ func clusterOf(t *testing.T, n int) []*crashNode {
 			}}
 	}
 	for _, nd := range nodes {
+		for _, f := range setup {
+			f(nd)
+		}
 		nd.start()
 		t.Cleanup(nd.kill)
 	}

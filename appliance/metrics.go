@@ -98,6 +98,9 @@ func (n *Node) metricsHandler() http.Handler {
 	}
 	if n.Cluster != nil {
 		reg.MustRegister(clusterCollector{n.Cluster})
+		if n.dataPlane != nil {
+			reg.MustRegister(dataPlaneCollector{n.dataPlane})
+		}
 	}
 	if n.drivers != nil {
 		reg.MustRegister(connectorCollector{n.drivers})

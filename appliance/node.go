@@ -19,6 +19,7 @@ import (
 	"gantry/broker/auth"
 	"gantry/broker/store"
 	"gantry/cluster"
+	"gantry/cluster/dataplane"
 	"gantry/drivers/engine"
 	"gantry/lot/runtime"
 )
@@ -46,6 +47,7 @@ type Node struct {
 	// clusterOff says why when it was asked for.
 	Cluster    *cluster.Node
 	clusterOff []string
+	dataPlane  *dataplane.Plane // nil without clustering or a cluster user
 
 	usersTopic usersTopic // $SYS/Coreflux/Config/Users (wire_users.go)
 
@@ -191,6 +193,13 @@ func (n *Node) Start() error {
 	}
 	if n.Cluster != nil {
 		n.Cluster.Start()
+		if n.dataPlane != nil {
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.runDataPlane(n.stop)
+			}()
+		}
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()

@@ -12,6 +12,7 @@ import (
 
 	"gantry/appliance/config"
 	"gantry/cluster"
+	"gantry/cluster/dataplane"
 	"gantry/cluster/discovery"
 	"gantry/cluster/signing"
 )
@@ -160,8 +161,9 @@ func (n *Node) openCluster() error {
 		p := fmt.Sprintf("cluster (%s discovery): %v", cl.Discovery, err)
 		n.log.Error("clustering does not start: "+p, "component", "cluster")
 		n.clusterOff = []string{p}
+		return nil
 	}
-	return nil
+	return n.openDataPlane()
 }
 
 // clusterStatus is GET /cluster: the node's view, or why clustering is off.
@@ -177,7 +179,15 @@ func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(n.clusterStatus())
+	view := struct {
+		cluster.Status
+		DataPlane *dataplane.Status `json:"dataPlane,omitempty"`
+	}{Status: n.clusterStatus()}
+	if n.dataPlane != nil {
+		st := n.dataPlane.Status()
+		view.DataPlane = &st
+	}
+	enc.Encode(view)
 }
 
 // clusterSummary is the cluster part of GET /info.
@@ -199,6 +209,9 @@ func (n *Node) clusterInfo() clusterSummary {
 func (n *Node) shutdownCluster(ctx context.Context) error {
 	if n.Cluster == nil {
 		return nil
+	}
+	if n.dataPlane != nil {
+		n.dataPlane.Stop()
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.Cluster.Shutdown() }()

@@ -69,6 +69,39 @@ func (s *Server) Deliver(m *Message) {
 	s.route(m)
 }
 
+// DeliverBatch routes messages from a peer node to local subscribers, as
+// Deliver does, and reports whether routing them had to store anything
+// (offline queues of persistent sessions, retained messages): done is then
+// called, from the store's goroutine, once all of it is durable, with the
+// first failure. When it returns false nothing waits and done is never
+// called. The data plane confirms a reliable frame to its sender only
+// after that.
+func (s *Server) DeliverBatch(ms []*Message, done func(error)) bool {
+	var tickets []*storeTicket
+	persisted := false
+	for _, m := range ms {
+		p, t, _ := s.route(m)
+		if p {
+			persisted = true
+			if t != nil {
+				tickets = append(tickets, t)
+			}
+		}
+	}
+	if !persisted {
+		return false
+	}
+	s.persistOps(func(err error) { // a barrier: done once all before it is durable
+		for _, t := range tickets {
+			if err == nil {
+				err = t.failure()
+			}
+		}
+		done(err)
+	})
+	return true
+}
+
 // route stores a retained message and delivers m to every matching
 // session. It reports whether it handed anything to the persister: a
 // QoS 1/2 publisher's acknowledgement must then wait for the store.

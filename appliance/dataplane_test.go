@@ -1,0 +1,352 @@
+package appliance_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"gantry/broker"
+	"gantry/cluster/dataplane"
+	"gantry/cluster/signing"
+	"gantry/cluster/wire"
+)
+
+const clusterUserPassword = "a-strong-password"
+
+// dataPlaneCluster starts n nodes as the seed's quick start does: the
+// cluster service user on every node, then the Cluster section with
+// DataPlaneUsername. It returns once every node's links to every other
+// node are up.
+func dataPlaneCluster(t *testing.T, n int) []*crashNode {
+	nodes := clusterOf(t, n, func(nd *crashNode) {
+		add := exec.Command(nd.bin, "-addUser", "cluster", clusterUserPassword)
+		add.Env = nd.env()
+		if out, err := add.CombinedOutput(); err != nil {
+			t.Fatalf("-addUser cluster: %v\n%s", err, out)
+		}
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster")
+	})
+	agreeOnLeader(t, nodes, n, 30*time.Second, "")
+	eventually(t, 20*time.Second, func() error {
+		for _, nd := range nodes {
+			dp, err := dataPlaneView(nd.ip)
+			if err != nil {
+				return err
+			}
+			up := 0
+			for _, p := range dp.Peers {
+				if p.Connected {
+					up++
+				}
+			}
+			if up != n-1 {
+				return fmt.Errorf("%s has %d of %d links up: %+v", nd.ip, up, n-1, dp.Peers)
+			}
+		}
+		return nil
+	})
+	return nodes
+}
+
+func dataPlaneView(ip string) (dataplane.Status, error) {
+	var v struct {
+		DataPlane *dataplane.Status `json:"dataPlane"`
+	}
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + ip + ":9100/cluster")
+	if err != nil {
+		return dataplane.Status{}, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return dataplane.Status{}, err
+	}
+	if v.DataPlane == nil {
+		return dataplane.Status{}, fmt.Errorf("%s: no dataPlane in GET /cluster", ip)
+	}
+	return *v.DataPlane, nil
+}
+
+// collector records the payloads a subscriber received.
+type collector struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (c *collector) add(_, payload string) {
+	c.mu.Lock()
+	c.got = append(c.got, payload)
+	c.mu.Unlock()
+}
+
+func (c *collector) has(want ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range want {
+		if !slices.Contains(c.got, w) {
+			return fmt.Errorf("missing %q (have %d: %q)", w, len(c.got), c.got)
+		}
+	}
+	return nil
+}
+
+func (c *collector) count(want string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, g := range c.got {
+		if g == want {
+			n++
+		}
+	}
+	return n
+}
+
+func subscribeV5(t *testing.T, addr, id string, expiry uint32, filter string, qos byte, c *collector) *paho.Client {
+	t.Helper()
+	cl, _, err := crashV5(addr, id, expiry == 0, expiry, c.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	if _, err := cl.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: qos}}}); err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+func publishV5(t *testing.T, addr, topic, payload string, qos byte) {
+	t.Helper()
+	cl, _, err := crashV5(addr, fmt.Sprintf("pub-%d", time.Now().UnixNano()), true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	if _, err := cl.Publish(ctx, &paho.Publish{Topic: topic, Payload: []byte(payload), QoS: qos}); err != nil {
+		t.Fatalf("publish %s on %s: %v", topic, addr, err)
+	}
+}
+
+// TestDataPlaneDelivery: a message published on one node reaches the
+// subscribers of every node at QoS 0, 1 and 2, also when the subscription
+// was made just before; a message from a peer is not forwarded again
+// (each subscriber gets it once).
+func TestDataPlaneDelivery(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var onB, onC collector
+	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "plant/#", 2, &onB))
+	defer closeV5(subscribeV5(t, c.addr(), "sub-c", 0, "plant/#", 2, &onC))
+	for qos := byte(0); qos <= 2; qos++ {
+		publishV5(t, a.addr(), "plant/line1/temp", fmt.Sprintf("from-a-qos%d", qos), qos)
+	}
+	want := []string{"from-a-qos0", "from-a-qos1", "from-a-qos2"}
+	eventually(t, 10*time.Second, func() error {
+		if err := onB.has(want...); err != nil {
+			return fmt.Errorf("on b: %w", err)
+		}
+		return onC.has(want...)
+	})
+	// Subscribe on c, and at once after its SUBACK publish on a.
+	var late collector
+	defer closeV5(subscribeV5(t, c.addr(), "sub-c-late", 0, "late/#", 1, &late))
+	publishV5(t, a.addr(), "late/x", "right-after-suback", 1)
+	eventually(t, 10*time.Second, func() error { return late.has("right-after-suback") })
+	// Nothing travels twice: b and c got each message once, and a
+	// subscriber on a gets b's message once too.
+	var onA collector
+	defer closeV5(subscribeV5(t, a.addr(), "sub-a", 0, "plant/#", 1, &onA))
+	publishV5(t, b.addr(), "plant/line2/temp", "from-b", 1)
+	eventually(t, 10*time.Second, func() error { return onA.has("from-b") })
+	eventually(t, 10*time.Second, func() error { return onC.has("from-b") })
+	for name, col := range map[string]*collector{"b": &onB, "c": &onC} {
+		for _, w := range want {
+			if n := col.count(w); n != 1 {
+				t.Errorf("subscriber on %s got %q %d times, want once", name, w, n)
+			}
+		}
+	}
+}
+
+// TestDataPlaneNodeReturnsGetsBacklog: a node killed while QoS 1 messages
+// are published elsewhere gets them when it returns, for its offline
+// persistent session.
+func TestDataPlaneNodeReturnsGetsBacklog(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b := nodes[0], nodes[1]
+	var first collector
+	sub := subscribeV5(t, b.addr(), "persistent-b", 3600, "line/#", 1, &first)
+	closeV5(sub) // offline persistent session on b
+	b.kill()
+	var sent []string
+	for i := range 20 {
+		p := fmt.Sprintf("while-b-down-%d", i)
+		publishV5(t, a.addr(), "line/1", p, 1)
+		sent = append(sent, p)
+	}
+	eventually(t, 10*time.Second, func() error {
+		dp, err := dataPlaneView(a.ip)
+		if err != nil {
+			return err
+		}
+		for _, p := range dp.Peers {
+			if p.Name == "broker-b" && p.Backlog == len(sent) {
+				return nil
+			}
+		}
+		return fmt.Errorf("a's backlog for b: %+v, want %d", dp.Peers, len(sent))
+	})
+	b.start()
+	var back collector
+	defer closeV5(subscribeV5(t, b.addr(), "persistent-b", 3600, "line/#", 1, &back))
+	eventually(t, 20*time.Second, func() error { return back.has(sent...) })
+	eventually(t, 10*time.Second, func() error {
+		dp, err := dataPlaneView(a.ip)
+		if err != nil {
+			return err
+		}
+		for _, p := range dp.Peers {
+			if p.Backlog != 0 {
+				return fmt.Errorf("a still holds %d for %s", p.Backlog, p.Name)
+			}
+		}
+		return nil
+	})
+}
+
+// TestDataPlaneRefusesForgedFrames: a frame signed with another secret,
+// a replayed frame and an internal publish by another user are dropped,
+// delivered to nobody, and counted.
+func TestDataPlaneRefusesForgedFrames(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	b := nodes[1]
+	var onB collector
+	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "plant/#", 1, &onB))
+	frame := func(secret string) []byte {
+		f := wire.AppendHeader(nil, "broker-a", uint64(time.Now().UnixNano()))
+		f = wire.AppendRecord(f, 0, wire.AppendMessage(nil, &broker.Message{Topic: "plant/forged", Payload: []byte("forged")}))
+		return signing.New([]byte(secret), nil).Sign(f)
+	}
+	// As the cluster user, with its real password (a person who knows it
+	// but not the SharedSecret).
+	pubAs := func(user, pass string, payload []byte) error {
+		args := []string{"-h", b.ip, "-V", "mqttv5", "-q", "1", "-t", "$cluster/v1/frames", "-s"}
+		if user != "" {
+			args = append(args, "-u", user, "-P", pass)
+		}
+		cmd := exec.Command(needTool(t, "mosquitto_pub"), args...)
+		cmd.Stdin = strings.NewReader(string(payload))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	pubAs("cluster", clusterUserPassword, frame("another-secret"))
+	pubAs("", "", frame("a-long-random-secret")) // anonymous: not the cluster user
+	eventually(t, 10*time.Second, func() error {
+		dp, err := dataPlaneView(b.ip)
+		if err != nil {
+			return err
+		}
+		if dp.Received.Forged < 1 || dp.Received.Refused < 1 {
+			return fmt.Errorf("b counted %+v, want a forged and an unauthorized frame", dp.Received)
+		}
+		return nil
+	})
+	// A signed frame is delivered once; the same bytes again are a replay.
+	good := frame("a-long-random-secret")
+	pubAs("cluster", clusterUserPassword, good)
+	eventually(t, 10*time.Second, func() error { return onB.has("forged") })
+	pubAs("cluster", clusterUserPassword, good)
+	eventually(t, 10*time.Second, func() error {
+		dp, err := dataPlaneView(b.ip)
+		if err != nil {
+			return err
+		}
+		if dp.Received.Replayed < 1 {
+			return fmt.Errorf("b counted %+v, want a replay", dp.Received)
+		}
+		return nil
+	})
+	if n := onB.count("forged"); n != 1 {
+		t.Fatalf("the subscriber got the frame's message %d times, want once (the signed one)", n)
+	}
+	if out, err := http.Get("http://" + b.ip + ":9100/metrics"); err == nil {
+		defer out.Body.Close()
+		var sb strings.Builder
+		buf := make([]byte, 1<<16)
+		for {
+			n, err := out.Body.Read(buf)
+			sb.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		if !strings.Contains(sb.String(), `coreflux_cluster_dataplane_dropped_frames_total{reason="forged"} 1`) {
+			t.Errorf("/metrics does not count the forged frame:\n%s", grepLines(sb.String(), "dataplane"))
+		}
+	}
+}
+
+// TestDataPlaneMessageFromPeerDoesNotTriggerLoT: an action on b reacts to
+// a message published on b, not to one published on a; its output reaches
+// a's subscribers.
+func TestDataPlaneMessageFromPeerDoesNotTriggerLoT(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b := nodes[0], nodes[1]
+	root, err := os.ReadFile(filepath.Join(b.dataDir, "initial-root-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	action := `-addAction DEFINE ACTION Echo ON TOPIC "in/#" DO PUBLISH TOPIC "out/" + TOPIC POSITION 2 WITH PAYLOAD`
+	cmd := exec.Command(needTool(t, "mosquitto_pub"), "-h", b.ip, "-u", "root", "-P", strings.TrimSpace(string(root)),
+		"-t", "$SYS/Coreflux/Command", "-m", action, "-q", "1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("deploy on b: %v %s", err, out)
+	}
+	var out collector
+	defer closeV5(subscribeV5(t, a.addr(), "watch-a", 0, "out/#", 1, &out))
+	// A message published on b: the action runs on b, and its output
+	// reaches a. Deploying is asynchronous, so publish until it runs.
+	eventually(t, 10*time.Second, func() error {
+		publishV5(t, b.addr(), "in/on-b", "x", 1)
+		return out.has("x")
+	})
+	// One published on a reaches b as a peer message: no run.
+	var onB collector
+	defer closeV5(subscribeV5(t, b.addr(), "watch-b", 0, "in/#", 1, &onB))
+	publishV5(t, a.addr(), "in/on-a", "from-a", 1)
+	eventually(t, 10*time.Second, func() error { return onB.has("from-a") })
+	// A marker published on b after it runs the action again: once its
+	// output arrived, any output of from-a would have arrived before it.
+	publishV5(t, b.addr(), "in/on-b", "marker", 1)
+	eventually(t, 10*time.Second, func() error { return out.has("marker") })
+	if n := out.count("from-a"); n != 0 {
+		t.Fatalf("the action on b ran %d times for a message published on a", n)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

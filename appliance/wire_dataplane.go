@@ -1,0 +1,122 @@
+package appliance
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gantry/cluster"
+	"gantry/cluster/dataplane"
+	"gantry/cluster/signing"
+)
+
+// peersEvery is how often the data plane's links are matched to the
+// cluster's membership.
+const peersEvery = time.Second
+
+// openDataPlane builds the data plane of a clustered node that has a
+// cluster user (Cluster.DataPlaneUsername): it hooks into the broker's
+// publish pipeline, admits the peers' links, and keeps the internal
+// topics to the cluster user.
+func (n *Node) openDataPlane() error {
+	cl := &n.cfg.Cluster
+	if n.Cluster == nil || cl.DataPlaneUsername == "" || (!cl.DataPlaneEnabled && !cl.ReplicationEnabled) {
+		return nil
+	}
+	p, err := dataplane.New(dataplane.Options{
+		NodeName: cl.NodeName, ClusterID: cl.ClusterId, Username: cl.DataPlaneUsername,
+		Signer:     signing.New([]byte(cl.SharedSecret), nil),
+		BestEffort: cl.DataPlaneEnabled, Reliable: cl.ReplicationEnabled,
+		ForwardQueueEntries: cl.ReplicationForwardQueueEntries,
+		Broker:              n.Broker, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.dataPlane = p
+	n.Broker.AddPublishHook(p)
+	n.Broker.SetAuthenticator(p.Authenticator(n.authn))
+	n.Broker.SetAuthorizer(p.Authorizer(n.LoT.Authorizer()))
+	if cl.Topology == "ring" {
+		n.log.Warn("Cluster.Topology ring is not built yet: messages travel as in mesh", "component", "dataplane")
+	}
+	if cl.UseTls {
+		n.log.Warn("Cluster.UseTls is not built yet: links between nodes use plain TCP", "component", "dataplane")
+	}
+	return nil
+}
+
+// runDataPlane keeps the links in line with the membership until stop.
+func (n *Node) runDataPlane(stop <-chan struct{}) {
+	t := time.NewTicker(peersEvery)
+	defer t.Stop()
+	for {
+		n.dataPlane.SetPeers(dataPlanePeers(n.Cluster.Status(), n.cfg.Cluster.DataPlaneMqttPort))
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// dataPlanePeers maps every other member to its MQTT address: the host of
+// its cluster address with the data-plane port.
+func dataPlanePeers(st cluster.Status, port int) map[string]string {
+	peers := make(map[string]string, len(st.Members))
+	for _, m := range st.Members {
+		if m.Self || m.Name == st.NodeName {
+			continue
+		}
+		host, _, err := net.SplitHostPort(m.Address)
+		if err != nil {
+			continue
+		}
+		peers[m.Name] = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	return peers
+}
+
+// dataPlaneCollector exports the links' counters.
+type dataPlaneCollector struct{ p *dataplane.Plane }
+
+var (
+	dpBacklog = prometheus.NewDesc("coreflux_replication_forward_backlog",
+		"QoS 1/2 messages waiting for a peer's confirmation.", []string{"peer"}, nil)
+	dpDropped = prometheus.NewDesc("coreflux_replication_forward_dropped_total",
+		"QoS 1/2 messages dropped for a peer beyond ReplicationForwardQueueEntries.", []string{"peer"}, nil)
+	dpBeDropped = prometheus.NewDesc("coreflux_cluster_dataplane_best_effort_dropped_total",
+		"QoS 0 messages not sent to a peer (link down or too slow).", []string{"peer"}, nil)
+	dpUp = prometheus.NewDesc("coreflux_cluster_dataplane_link_up",
+		"1 while the link to a peer is connected.", []string{"peer"}, nil)
+	dpReceived = prometheus.NewDesc("coreflux_cluster_dataplane_received_messages_total",
+		"Messages peers delivered to this node.", nil, nil)
+	dpRefused = prometheus.NewDesc("coreflux_cluster_dataplane_dropped_frames_total",
+		"Frames from peers dropped: forged (bad signature or link token), replayed, corrupt, or sent by another user.", []string{"reason"}, nil)
+	dpDuplicates = prometheus.NewDesc("coreflux_cluster_dataplane_duplicates_dropped_total",
+		"Reliable messages a peer sent again that this node had delivered already.", nil, nil)
+)
+
+func (c dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dpBacklog, dpDropped, dpBeDropped, dpUp, dpReceived, dpRefused, dpDuplicates} {
+		ch <- d
+	}
+}
+
+func (c dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.p.Status()
+	for _, p := range st.Peers {
+		ch <- prometheus.MustNewConstMetric(dpBacklog, prometheus.GaugeValue, float64(p.Backlog), p.Name)
+		ch <- prometheus.MustNewConstMetric(dpDropped, prometheus.CounterValue, float64(p.Dropped), p.Name)
+		ch <- prometheus.MustNewConstMetric(dpBeDropped, prometheus.CounterValue, float64(p.BeDropped), p.Name)
+		ch <- prometheus.MustNewConstMetric(dpUp, prometheus.GaugeValue, b2f(p.Connected), p.Name)
+	}
+	r := st.Received
+	ch <- prometheus.MustNewConstMetric(dpReceived, prometheus.CounterValue, float64(r.Messages))
+	ch <- prometheus.MustNewConstMetric(dpDuplicates, prometheus.CounterValue, float64(r.Duplicates))
+	for reason, v := range map[string]uint64{"forged": r.Forged, "replayed": r.Replayed, "corrupt": r.Corrupt, "unauthorized": r.Refused} {
+		ch <- prometheus.MustNewConstMetric(dpRefused, prometheus.CounterValue, float64(v), reason)
+	}
+}

@@ -1,0 +1,94 @@
+package dataplane
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+	"gantry/cluster/signing"
+)
+
+// Authenticator wraps next: a link of a peer (the cluster user with a link
+// token for its password) is admitted by the token; everything else,
+// including the cluster user with its own password, goes to next.
+func (p *Plane) Authenticator(next broker.Authenticator) broker.Authenticator {
+	return &linkAuthenticator{p: p, next: next}
+}
+
+type linkAuthenticator struct {
+	p    *Plane
+	next broker.Authenticator
+}
+
+func (a *linkAuthenticator) Authenticate(info *broker.ConnInfo) error {
+	if info.Username == a.p.opts.Username && strings.HasPrefix(info.ClientID, linkClientPrefix) {
+		if _, err := signing.Peek(info.Password); err == nil {
+			if err := a.p.checkToken(info.Password); err != nil {
+				a.p.recv.forged.Add(1)
+				a.p.warn("token", "refused a data-plane link with a bad token", err)
+				return packet.BadUserNameOrPassword
+			}
+			return nil
+		}
+	}
+	if a.next == nil {
+		return packet.BadUserNameOrPassword
+	}
+	return a.next.Authenticate(info)
+}
+
+// Authorizer wraps next: only the cluster user may publish or subscribe
+// under InternalPrefix, and the cluster user always may; everything else
+// goes to next (nil: allowed).
+func (p *Plane) Authorizer(next broker.Authorizer) broker.Authorizer {
+	a := &internalAuthorizer{user: p.opts.Username, next: next, refused: &p.recv.refused}
+	if _, ok := next.(broker.NonBlocking); ok || next == nil {
+		return nonBlockingAuthorizer{a}
+	}
+	return a
+}
+
+type internalAuthorizer struct {
+	user    string
+	next    broker.Authorizer
+	refused *atomic.Uint64 // internal publishes and subscriptions refused
+}
+
+func (a *internalAuthorizer) internal(info *broker.ConnInfo) bool {
+	if info.Username == a.user {
+		return true
+	}
+	a.refused.Add(1)
+	return false
+}
+
+type nonBlockingAuthorizer struct{ *internalAuthorizer }
+
+func (nonBlockingAuthorizer) NeverBlocks() {}
+
+func (a *internalAuthorizer) CanPublish(info *broker.ConnInfo, topic string) bool {
+	if strings.HasPrefix(topic, InternalPrefix) {
+		return a.internal(info)
+	}
+	return a.next == nil || a.next.CanPublish(info, topic)
+}
+
+func (a *internalAuthorizer) CanSubscribe(info *broker.ConnInfo, filter string) bool {
+	if strings.HasPrefix(filter, InternalPrefix) || strings.HasPrefix(filter, "$share/") && strings.Contains(filter, "/"+InternalPrefix) {
+		return a.internal(info)
+	}
+	return a.next == nil || a.next.CanSubscribe(info, filter)
+}
+
+// CanConnect passes to next when it decides connects; the cluster user's
+// links are always admitted once authenticated.
+func (a *internalAuthorizer) CanConnect(info *broker.ConnInfo) bool {
+	if info.Username == a.user && strings.HasPrefix(info.ClientID, linkClientPrefix) {
+		return true
+	}
+	if c, ok := a.next.(broker.ConnectAuthorizer); ok {
+		return c.CanConnect(info)
+	}
+	return true
+}

@@ -1,0 +1,82 @@
+// Package dataplane moves messages between the nodes of a Gantry cluster:
+// a message published on one node reaches the subscribers of every node.
+//
+// # Links
+//
+// Each node keeps one link to every other member of the Raft
+// configuration: an MQTT 5 connection to the peer's broker port
+// (Cluster.DataPlaneMqttPort) as the cluster user
+// (Cluster.DataPlaneUsername). Its password is a link token: a statement
+// of cluster, sender and receiver signed with SharedSecret (cluster/signing)
+// and fresh within the signing window, so a node never needs the cluster
+// user's own password; the receiver admits the token (Authenticator) and
+// passes every other login on. Only the cluster user may publish or
+// subscribe under InternalPrefix (Authorizer); it publishes frames to
+// $cluster/v1/frames. A link reconnects with backoff (100 ms doubling to
+// 5 s) and never holds a client's connection: the publish hook only
+// appends to the link's queue.
+//
+// # Frames
+//
+// A frame (cluster/wire) is the payload of one PUBLISH: the sender, its
+// incarnation (boot), and records, each one message with its number in
+// the sender's reliable stream to that receiver (0 for best effort). The
+// whole frame is signed. The receiver drops, and counts, a frame whose
+// signature fails (forged, or another SharedSecret), one whose timestamp
+// is not newer than the last accepted from that sender or whose boot is
+// older (replayed), and one that does not decode. A message is encoded
+// once and its bytes shared by every peer's queue; a frame carries up to
+// 256 KB of records (less when the peer's Maximum Packet Size says so).
+//
+// # What travels
+//
+// Every message that enters a node from its clients, LoT, connectors or
+// wills is queued for every peer, except topics beginning with '$' ($SYS
+// and the LoT command topic are per node). A message from a peer is
+// delivered to local subscribers and retained store through
+// broker.Server.DeliverBatch (no publish hooks), so it never travels on
+// and never triggers LoT.
+//
+//   - QoS 0 (Cluster.DataPlaneEnabled) is best effort: queued only while
+//     the link is up, written once, dropped when the link goes down or more
+//     than 8 MB wait.
+//   - QoS 1/2 (Cluster.ReplicationEnabled; otherwise they travel like QoS
+//     0) are reliable: numbered per peer, kept until the peer confirms the
+//     frame that carried them (the PUBACK of the frame's QoS 1 PUBLISH,
+//     sent only once what the frame delivered is durable on the peer:
+//     offline queues of persistent sessions, retained messages), and sent
+//     again after a reconnect. At most ReplicationForwardQueueEntries wait
+//     per peer; beyond that the oldest is dropped and counted
+//     (coreflux_replication_forward_dropped_total). The receiver remembers
+//     the highest number it delivered per sender and incarnation and drops
+//     a record it already had, so a frame sent again after a lost PUBACK is
+//     not delivered twice while both nodes stay up.
+//
+// A peer that is down gets its reliable backlog when it returns, including
+// messages for its offline persistent sessions. Frames to one peer are in
+// publish order, so a publisher's messages arrive in order.
+//
+// # What is not built yet (issues 13 and 14)
+//
+// The target design replaces the per-peer queues with partition logs: a
+// QoS 1/2 message is appended to the log of its publisher's partition on
+// the partition's owner (a quorum write on its copies, part 2), and every
+// node consumes each log with a durable cursor, so forwarding, catch-up,
+// failover replay and duplicate suppression are one mechanism. Until then
+// the queues live in the sender's memory: a sender that restarts loses
+// what it had not delivered, and a receiver that restarts may get a record
+// twice. Also still to come: subscription-aware routing (today every
+// message goes to every peer), sessions, retained messages and users that
+// follow the cluster, cluster-wide shared subscriptions, the ring
+// topology, and TLS on the links (UseTls).
+//
+// # Concurrency
+//
+// InterceptPublish runs on publishers' goroutines and never blocks: it
+// encodes once and appends to each link's queue under the queue's mutex.
+// Each link runs two goroutines (dial and write; read acknowledgements),
+// started by SetPeers and stopped by Stop. Plane.mu guards the set of
+// links (read by the hook, written by SetPeers); outQueue.mu guards one
+// queue; senderState.mu orders the frames of one sender. No lock is held
+// across network I/O; lock order: Plane.mu, then outQueue.mu.
+package dataplane

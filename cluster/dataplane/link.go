@@ -1,0 +1,276 @@
+package dataplane
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gantry/broker/packet"
+	"gantry/cluster/wire"
+)
+
+// Link timing.
+const (
+	linkKeepAlive  = 30 * time.Second
+	linkPingEvery  = 10 * time.Second
+	linkDialWait   = 2 * time.Second
+	linkBackoffMin = 100 * time.Millisecond
+	linkBackoffMax = 5 * time.Second
+	// maxFrameRecords is the bytes of records one frame carries at most;
+	// the peer's Maximum Packet Size lowers it.
+	maxFrameRecords = 256 << 10
+	// maxInflightFrames bounds reliable frames waiting for confirmation;
+	// the peer's Receive Maximum lowers it.
+	maxInflightFrames = 32
+)
+
+// link is this node's MQTT connection to one peer, as the cluster user:
+// one goroutine dials and writes frames from the queue, another reads the
+// peer's acknowledgements. It reconnects with backoff until stopped.
+type link struct {
+	p    *Plane
+	peer string
+	q    *outQueue
+
+	addr atomic.Pointer[string] // the peer's MQTT address, host:port
+
+	connected  atomic.Bool
+	sentFrames atomic.Uint64
+	connects   atomic.Uint64
+	lastErr    atomic.Pointer[string]
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (l *link) setAddr(addr string) { l.addr.Store(&addr) }
+
+// run connects, serves the connection until it fails, and reconnects,
+// until ctx ends.
+func (l *link) run(ctx context.Context) {
+	defer close(l.done)
+	backoff := linkBackoffMin
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := l.serve(ctx)
+		l.q.setUp(false)
+		l.connected.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		msg := err.Error()
+		l.lastErr.Store(&msg)
+		l.p.warn(l.peer, "link to "+l.peer+" down", err)
+		if time.Since(start) > linkBackoffMax {
+			backoff = linkBackoffMin // it had been up: try again soon
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, linkBackoffMax)
+	}
+}
+
+// serve runs one connection.
+func (l *link) serve(ctx context.Context) error {
+	addr := *l.addr.Load()
+	dctx, cancel := context.WithTimeout(ctx, linkDialWait)
+	nc, err := l.p.dial(dctx, addr)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	br := bufio.NewReaderSize(nc, 4096)
+	limits, err := l.handshake(nc, br)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	l.connects.Add(1)
+	l.connected.Store(true)
+	l.q.setUp(true)
+	l.q.signal()
+	var wg sync.WaitGroup
+	readErr := make(chan error, 1)
+	acked := make(chan struct{}, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		readErr <- l.readAcks(br, acked)
+		nc.Close()
+	}()
+	werr := l.writeFrames(ctx, nc, limits, readErr, acked)
+	nc.Close()
+	wg.Wait()
+	return werr
+}
+
+// peerLimits are what the peer's CONNACK allows.
+type peerLimits struct {
+	inflight int
+	maxBytes int
+}
+
+// handshake sends CONNECT as the cluster user and reads the CONNACK.
+func (l *link) handshake(nc net.Conn, br *bufio.Reader) (peerLimits, error) {
+	c := packet.Connect{ProtocolName: "MQTT", Version: packet.V5, CleanStart: true,
+		KeepAlive: uint16(linkKeepAlive / time.Second), ClientID: linkClientPrefix + l.p.opts.NodeName,
+		UsernameFlag: true, Username: l.p.opts.Username, PasswordFlag: true, Password: l.p.token(l.peer)}
+	nc.SetDeadline(time.Now().Add(linkDialWait))
+	defer nc.SetDeadline(time.Time{})
+	if _, err := nc.Write(c.Append(nil)); err != nil {
+		return peerLimits{}, err
+	}
+	h, body, err := readPacket(br)
+	if err != nil {
+		return peerLimits{}, err
+	}
+	var ack packet.Connack
+	if h.Type != packet.CONNACK {
+		return peerLimits{}, fmt.Errorf("got %v, want CONNACK", h.Type)
+	}
+	if err := packet.DecodeConnack(h, body, packet.V5, &ack); err != nil {
+		return peerLimits{}, err
+	}
+	if ack.ReasonCode.IsError() {
+		return peerLimits{}, fmt.Errorf("refused: %w", ack.ReasonCode)
+	}
+	lim := peerLimits{inflight: maxInflightFrames, maxBytes: maxFrameRecords}
+	if ack.Props.IsSet(packet.PropReceiveMaximum) && int(ack.Props.ReceiveMaximum) < lim.inflight {
+		lim.inflight = int(ack.Props.ReceiveMaximum)
+	}
+	if ack.Props.IsSet(packet.PropMaximumPacketSize) {
+		// Room for the PUBLISH header, topic and the signing envelope.
+		lim.maxBytes = min(lim.maxBytes, int(ack.Props.MaximumPacketSize)-1024)
+	}
+	if lim.maxBytes < 1024 {
+		return peerLimits{}, fmt.Errorf("peer's Maximum Packet Size %d is too small for the data plane", ack.Props.MaximumPacketSize)
+	}
+	return lim, nil
+}
+
+// writeFrames writes the queue's records as frames until the connection
+// fails or ctx ends.
+func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, readErr <-chan error, acked <-chan struct{}) error {
+	ping := time.NewTicker(linkPingEvery)
+	defer ping.Stop()
+	var pid uint16
+	var frame, out []byte
+	lastWrite := time.Now()
+	for {
+		if l.q.inflight() < lim.inflight {
+			frame = wire.AppendHeader(frame[:0], l.p.opts.NodeName, l.p.boot)
+			lastSeq, n := l.q.take(lim.maxBytes, func(seq uint64, msg []byte) int {
+				frame = wire.AppendRecord(frame, seq, msg)
+				return wire.RecordSize(seq, msg)
+			})
+			if n > 0 {
+				pub := packet.Publish{Topic: []byte(frameTopic), Payload: l.p.opts.Signer.Sign(frame)}
+				if lastSeq != 0 {
+					pid++
+					if pid == 0 {
+						pid = 1
+					}
+					pub.QoS, pub.PacketID = 1, pid
+					l.q.sent(pid, lastSeq)
+				}
+				out = pub.Append(out[:0], packet.V5)
+				nc.SetWriteDeadline(time.Now().Add(linkKeepAlive))
+				if _, err := nc.Write(out); err != nil {
+					return err
+				}
+				l.sentFrames.Add(1)
+				lastWrite = time.Now()
+				continue // more may be pending
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-readErr:
+			return err
+		case <-l.q.wake:
+		case <-acked:
+		case <-ping.C:
+			if time.Since(lastWrite) >= linkPingEvery {
+				nc.SetWriteDeadline(time.Now().Add(linkKeepAlive))
+				if _, err := nc.Write(packet.AppendPingreq(out[:0])); err != nil {
+					return err
+				}
+				lastWrite = time.Now()
+			}
+		}
+	}
+}
+
+// readAcks reads the peer's packets: PUBACKs confirm frames.
+func (l *link) readAcks(br *bufio.Reader, acked chan<- struct{}) error {
+	var ack packet.Ack
+	for {
+		h, body, err := readPacket(br)
+		if err != nil {
+			return err
+		}
+		switch h.Type {
+		case packet.PUBACK:
+			if err := packet.DecodeAck(h, body, packet.V5, &ack); err != nil {
+				return err
+			}
+			if ack.ReasonCode.IsError() {
+				return fmt.Errorf("peer refused a frame: %w", ack.ReasonCode)
+			}
+			if l.q.confirm(ack.PacketID) {
+				select {
+				case acked <- struct{}{}:
+				default:
+				}
+			}
+		case packet.PINGRESP:
+		case packet.DISCONNECT:
+			var d packet.Disconnect
+			packet.DecodeDisconnect(h, body, packet.V5, &d)
+			return fmt.Errorf("peer disconnected the link: %w", d.ReasonCode)
+		default:
+			return fmt.Errorf("unexpected %v on a link", h.Type)
+		}
+	}
+}
+
+// readPacket reads one MQTT packet; the body is a fresh slice.
+func readPacket(br *bufio.Reader) (packet.FixedHeader, []byte, error) {
+	var hdr [5]byte
+	n := 0
+	for {
+		b, err := br.ReadByte()
+		if err != nil {
+			return packet.FixedHeader{}, nil, err
+		}
+		hdr[n] = b
+		n++
+		if n >= 2 && (b&0x80 == 0 || n == 5) {
+			break
+		}
+	}
+	h, _, err := packet.DecodeFixedHeader(hdr[:n])
+	if err != nil {
+		return h, nil, err
+	}
+	if h.Remaining > 1<<20 {
+		return h, nil, errors.New("link: packet too large")
+	}
+	body := make([]byte, h.Remaining)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return h, nil, err
+	}
+	return h, body, nil
+}

@@ -1,0 +1,259 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"gantry/broker"
+	"gantry/cluster/signing"
+	"gantry/cluster/wire"
+)
+
+// Internal names. Only the cluster user may publish or subscribe under
+// InternalPrefix; frames are published to frameTopic.
+const (
+	InternalPrefix   = "$cluster/"
+	frameTopic       = InternalPrefix + "v1/frames"
+	linkClientPrefix = "gantry-link-"
+	tokenLabel       = "gantry-link/v1\x00"
+)
+
+// Deliverer is what the data plane needs of the local broker:
+// *broker.Server implements it.
+type Deliverer interface {
+	DeliverBatch(ms []*broker.Message, done func(error)) bool
+}
+
+// Options configure a Plane.
+type Options struct {
+	NodeName  string          // this node (the Raft server ID)
+	ClusterID string          // the cluster: a link token names it
+	Username  string          // Cluster.DataPlaneUsername: links log in as this user
+	Signer    *signing.Signer // signs frames and link tokens (SharedSecret)
+	// BestEffort forwards QoS 0 messages (Cluster.DataPlaneEnabled).
+	BestEffort bool
+	// Reliable forwards QoS 1/2 messages reliably (Cluster.ReplicationEnabled);
+	// when false they travel like QoS 0, if BestEffort.
+	Reliable bool
+	// ForwardQueueEntries bounds the reliable records kept for one peer
+	// (Cluster.ReplicationForwardQueueEntries); beyond it the oldest go.
+	ForwardQueueEntries int
+	Broker              Deliverer
+	// Dial opens a link's connection; nil means TCP.
+	Dial   func(ctx context.Context, addr string) (net.Conn, error)
+	Logger *slog.Logger
+}
+
+// Errors of the data plane.
+var (
+	ErrNotClusterUser = errors.New("dataplane: only the cluster user may use the cluster's internal topics")
+	errBadToken       = errors.New("dataplane: not a link token")
+)
+
+// Plane is one node's data plane: a link to every peer, the hook that
+// forwards the messages entering this node, and the receiver of the
+// peers' frames. See doc.go.
+type Plane struct {
+	opts Options
+	log  *slog.Logger
+	boot uint64 // this incarnation: reliable sequence numbers restart with it
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.RWMutex     // guards links
+	links map[string]*link // peer name → link
+
+	recv receiver
+	warnLimiter
+}
+
+// New builds a data plane; Start runs it.
+func New(opts Options) (*Plane, error) {
+	if opts.NodeName == "" || opts.Username == "" || opts.Broker == nil {
+		return nil, errors.New("dataplane: NodeName, Username and Broker are required")
+	}
+	if opts.ForwardQueueEntries <= 0 {
+		opts.ForwardQueueEntries = 8192
+	}
+	if opts.Signer == nil {
+		opts.Signer = signing.New(nil, nil)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Plane{opts: opts, log: log.With("component", "dataplane", "node", opts.NodeName),
+		boot: uint64(time.Now().UnixNano()), links: map[string]*link{}}
+	p.recv.senders = map[string]*senderState{}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// Stop closes every link and waits for their goroutines.
+func (p *Plane) Stop() {
+	p.cancel()
+	p.mu.Lock()
+	links := p.links
+	p.links = map[string]*link{}
+	p.mu.Unlock()
+	for _, l := range links {
+		<-l.done
+	}
+}
+
+// SetPeers makes the links match peers (name → MQTT address, host:port):
+// new peers get a link, removed ones lose theirs with what was queued for
+// them, moved ones reconnect at the new address.
+func (p *Plane) SetPeers(peers map[string]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return
+	}
+	for name, l := range p.links {
+		if _, ok := peers[name]; !ok {
+			l.cancel()
+			delete(p.links, name)
+		}
+	}
+	for name, addr := range peers {
+		if name == p.opts.NodeName {
+			continue
+		}
+		if l, ok := p.links[name]; ok {
+			if *l.addr.Load() != addr {
+				l.setAddr(addr) // the next dial uses it
+			}
+			continue
+		}
+		ctx, cancel := context.WithCancel(p.ctx)
+		l := &link{p: p, peer: name, q: newOutQueue(p.opts.ForwardQueueEntries), cancel: cancel, done: make(chan struct{})}
+		l.setAddr(addr)
+		p.links[name] = l
+		go l.run(ctx)
+	}
+}
+
+func (p *Plane) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if p.opts.Dial != nil {
+		return p.opts.Dial(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// InterceptPublish is the broker hook: frames from peers are received;
+// every other message that entered this node is queued for the peers.
+// It never blocks.
+func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
+	if strings.HasPrefix(m.Topic, InternalPrefix) {
+		return p.receive(m, r)
+	}
+	if m.Origin == broker.OriginPeer || (len(m.Topic) > 0 && m.Topic[0] == '$') {
+		return nil // delivered here only: $SYS and other $ topics are per node
+	}
+	reliable := m.QoS > 0 && p.opts.Reliable
+	if !reliable && !p.opts.BestEffort {
+		return nil
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if len(p.links) == 0 {
+		return nil
+	}
+	enc := wire.AppendMessage(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m)
+	for _, l := range p.links {
+		l.q.add(reliable, enc)
+	}
+	return nil
+}
+
+// NeverBlocks declares the hook non-blocking (broker.NonBlocking).
+func (p *Plane) NeverBlocks() {}
+
+// token is the password a link presents to peer: a signed statement of
+// cluster, sender and receiver, fresh within the signing window.
+func (p *Plane) token(peer string) []byte {
+	return p.opts.Signer.Sign([]byte(tokenLabel + p.opts.ClusterID + "\x00" + p.opts.NodeName + "\x00" + peer))
+}
+
+// checkToken verifies a link's password.
+func (p *Plane) checkToken(password []byte) error {
+	env, err := p.opts.Signer.Verify(password)
+	if err != nil {
+		return err
+	}
+	parts := strings.Split(string(env.Payload), "\x00")
+	if len(parts) != 4 || parts[0]+"\x00" != tokenLabel || parts[1] != p.opts.ClusterID || parts[3] != p.opts.NodeName {
+		return errBadToken
+	}
+	return nil
+}
+
+// PeerStatus is one link as GET /cluster shows it.
+type PeerStatus struct {
+	Name      string `json:"name"`
+	Address   string `json:"address"`
+	Connected bool   `json:"connected"`
+	Connects  uint64 `json:"connects"`
+	Frames    uint64 `json:"framesSent"`
+	Backlog   int    `json:"backlog"`           // reliable messages not confirmed by the peer
+	Dropped   uint64 `json:"forwardDropped"`    // reliable messages dropped beyond ReplicationForwardQueueEntries
+	BeDropped uint64 `json:"bestEffortDropped"` // QoS 0 messages not sent (link down or slow)
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Status is the data plane's part of GET /cluster.
+type Status struct {
+	Peers    []PeerStatus `json:"peers"`
+	Received ReceiveStats `json:"received"`
+}
+
+// Status returns a snapshot of the links and counters.
+func (p *Plane) Status() Status {
+	p.mu.RLock()
+	st := Status{Peers: make([]PeerStatus, 0, len(p.links))}
+	for name, l := range p.links {
+		qs := l.q.stats()
+		ps := PeerStatus{Name: name, Address: *l.addr.Load(), Connected: l.connected.Load(), Connects: l.connects.Load(),
+			Frames: l.sentFrames.Load(), Backlog: qs.Backlog, Dropped: qs.Dropped, BeDropped: qs.BeDropped}
+		if e := l.lastErr.Load(); e != nil {
+			ps.LastError = *e
+		}
+		st.Peers = append(st.Peers, ps)
+	}
+	p.mu.RUnlock()
+	sort.Slice(st.Peers, func(i, j int) bool { return st.Peers[i].Name < st.Peers[j].Name })
+	st.Received = p.recv.stats()
+	return st
+}
+
+// warnLimiter rate-limits repeating warnings per key.
+type warnLimiter struct {
+	wmu  sync.Mutex // guards last
+	last map[string]time.Time
+}
+
+const warnEvery = 10 * time.Second
+
+func (p *Plane) warn(key, msg string, err error) {
+	p.wmu.Lock()
+	if p.last == nil {
+		p.last = map[string]time.Time{}
+	}
+	now := time.Now()
+	if now.Sub(p.last[key]) < warnEvery {
+		p.wmu.Unlock()
+		return
+	}
+	p.last[key] = now
+	p.wmu.Unlock()
+	p.log.Warn(msg, "err", err)
+}

@@ -1,0 +1,143 @@
+package dataplane
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+	"gantry/cluster/wire"
+)
+
+// receiver turns the frames peers publish into local deliveries.
+type receiver struct {
+	mu      sync.Mutex // guards senders
+	senders map[string]*senderState
+
+	frames     atomic.Uint64 // frames accepted
+	messages   atomic.Uint64 // messages delivered
+	duplicates atomic.Uint64 // reliable records already delivered (a resend), dropped
+	gaps       atomic.Uint64 // reliable records a sender dropped before they reached us
+	forged     atomic.Uint64 // frames with a bad or missing signature, dropped
+	replayed   atomic.Uint64 // frames older than one already accepted from that sender, dropped
+	corrupt    atomic.Uint64 // frames that do not decode, dropped
+	refused    atomic.Uint64 // internal publishes by another user, refused
+}
+
+// senderState is what the receiver remembers of one peer. A link's frames
+// arrive on one connection's reader; mu orders a reconnected link's
+// frames after the old connection's.
+type senderState struct {
+	mu      sync.Mutex
+	boot    uint64    // the sender's incarnation
+	lastSeq uint64    // highest reliable record delivered from boot
+	lastTS  time.Time // newest envelope timestamp accepted
+}
+
+// ReceiveStats counts what peers sent this node.
+type ReceiveStats struct {
+	Frames     uint64 `json:"frames"`
+	Messages   uint64 `json:"messages"`
+	Duplicates uint64 `json:"duplicatesDropped"`
+	Gaps       uint64 `json:"gaps"`
+	Forged     uint64 `json:"forgedDropped"`
+	Replayed   uint64 `json:"replayedDropped"`
+	Corrupt    uint64 `json:"corruptDropped"`
+	Refused    uint64 `json:"unauthorizedRefused"`
+}
+
+func (r *receiver) stats() ReceiveStats {
+	return ReceiveStats{Frames: r.frames.Load(), Messages: r.messages.Load(), Duplicates: r.duplicates.Load(),
+		Gaps: r.gaps.Load(), Forged: r.forged.Load(), Replayed: r.replayed.Load(), Corrupt: r.corrupt.Load(),
+		Refused: r.refused.Load()}
+}
+
+func (r *receiver) sender(name string) *senderState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.senders[name]
+	if s == nil {
+		s = &senderState{}
+		r.senders[name] = s
+	}
+	return s
+}
+
+// receive handles a message on an internal topic. Only a frame from the
+// cluster user is taken; it is verified, stripped of what was delivered
+// already, and delivered locally as OriginPeer. A reliable frame (QoS 1)
+// is confirmed only once what it delivered is durable.
+func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
+	r := &p.recv
+	if m.Origin != broker.OriginClient || m.Username != p.opts.Username || m.Topic != frameTopic {
+		r.refused.Add(1)
+		return packet.NotAuthorized
+	}
+	env, err := p.opts.Signer.Verify(m.Payload)
+	if err != nil {
+		r.forged.Add(1)
+		p.warn("forged", "dropped a data-plane frame that fails its signature check", err)
+		return packet.NotAuthorized
+	}
+	h, records, err := wire.ParseHeader(env.Payload)
+	if err != nil {
+		r.corrupt.Add(1)
+		p.warn("corrupt", "dropped a data-plane frame that does not decode", err)
+		return packet.PayloadFormatInvalid
+	}
+	s := r.sender(h.Sender)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !env.SentAt.After(s.lastTS) || h.Boot < s.boot:
+		r.replayed.Add(1)
+		p.warn("replay", "dropped a replayed data-plane frame from "+h.Sender, errors.New("not newer than the last frame accepted"))
+		return packet.NotAuthorized
+	case h.Boot > s.boot:
+		s.boot, s.lastSeq = h.Boot, 0 // the sender restarted: a new stream
+	}
+	var batch []*broker.Message
+	for len(records) > 0 {
+		var seq uint64
+		var enc []byte
+		if seq, enc, records, err = wire.NextRecord(records); err != nil {
+			break
+		}
+		if seq != 0 {
+			if seq <= s.lastSeq {
+				r.duplicates.Add(1)
+				continue
+			}
+			if seq > s.lastSeq+1 {
+				r.gaps.Add(seq - s.lastSeq - 1)
+			}
+			s.lastSeq = seq
+		}
+		d, derr := wire.DecodeMessage(enc)
+		if derr != nil {
+			err = derr
+			break
+		}
+		batch = append(batch, d.Msg)
+	}
+	if err != nil {
+		r.corrupt.Add(1)
+		p.warn("corrupt", "a data-plane frame from "+h.Sender+" has a corrupt record", err)
+	}
+	s.lastTS = env.SentAt
+	r.frames.Add(1)
+	r.messages.Add(uint64(len(batch)))
+	if len(batch) == 0 {
+		return nil
+	}
+	if m.QoS == 0 {
+		p.opts.Broker.DeliverBatch(batch, func(error) {})
+		return nil
+	}
+	if p.opts.Broker.DeliverBatch(batch, res.Resolve) {
+		return broker.ErrDeferred
+	}
+	return nil
+}
