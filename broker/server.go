@@ -31,7 +31,10 @@ type Server struct {
 	// its decision until the subscription is recorded,
 	// ReauthorizeSubscriptions exclusively (access.go).
 	aclMu sync.RWMutex
-	hooks []PublishHook
+	// lingering holds a token per connection draining after a DISCONNECT
+	// (linger.go).
+	lingering chan struct{}
+	hooks     []PublishHook
 	// publishMayBlock: a hook or the authorizer is not NonBlocking, so a
 	// publish may wait in them (see conn.handle). Set before Serve.
 	publishMayBlock bool
@@ -125,6 +128,7 @@ func New(opts Options) (*Server, error) {
 		cancel:   cancel,
 	}
 	s.routers.New = func() any { return newRouter() }
+	s.lingering = make(chan struct{}, lingerLimit)
 	return s, nil
 }
 

@@ -416,9 +416,14 @@ func (c *conn) shutdown(err error) {
 	if c.version == packet.V5 && errors.As(err, &rc) && rc.IsError() && !c.torn {
 		d := packet.Disconnect{ReasonCode: rc}
 		c.nc.SetWriteDeadline(time.Now().Add(finalFlushTimeout))
-		c.nc.Write(d.Append(nil, c.version))
+		if _, werr := c.nc.Write(d.Append(nil, c.version)); werr == nil {
+			c.srv.closeLingering(c.nc) // so that the client reads it: see linger.go
+		} else {
+			c.nc.Close()
+		}
+	} else {
+		c.nc.Close()
 	}
-	c.nc.Close()
 	if errors.Is(err, packet.MalformedPacket) || errors.Is(err, packet.ProtocolError) {
 		c.srv.stats.MalformedPackets.Add(1)
 	}
