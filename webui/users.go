@@ -99,18 +99,48 @@ func (c *Console) postRemoveUser(w http.ResponseWriter, r *http.Request, rq *req
 	}
 }
 
-// postPassword changes a password: any user their own, an administrator
-// anyone's (the command interface enforces the rest).
+// passwordSetter is the user store's optional capability to set a
+// password directly: a user changes their own password after giving the
+// current one, which the command interface's rules would refuse to
+// someone who is not an administrator.
+type passwordSetter interface {
+	SetPassword(name, password string) error
+}
+
+// postPassword changes a password: any user their own (with the current
+// one), an administrator anyone's through the command interface.
 func (c *Console) postPassword(w http.ResponseWriter, r *http.Request, rq *req) {
 	name, pw := r.PostFormValue("name"), r.PostFormValue("password")
 	if name != rq.user.Name && !rq.admin() {
 		http.Error(w, "Only an administrator may change another user's password.", http.StatusForbidden)
 		return
 	}
-	if msg := passwordProblem(pw, r.PostFormValue("password2")); msg != "" {
+	fail := func(msg string) {
 		v := c.usersView(rq.user.Name)
 		v.Error = msg
 		c.renderUsers(w, r, rq, http.StatusUnprocessableEntity, v)
+	}
+	if msg := passwordProblem(pw, r.PostFormValue("password2")); msg != "" {
+		fail(msg)
+		return
+	}
+	if name == rq.user.Name {
+		if _, err := c.o.Users.Verify(name, []byte(r.PostFormValue("current"))); err != nil {
+			fail("Your current password is wrong.")
+			return
+		}
+		ps, ok := c.o.Users.(passwordSetter)
+		if !ok {
+			fail("This node cannot change passwords from the console.")
+			return
+		}
+		if err := ps.SetPassword(name, pw); err != nil {
+			fail("Password not changed: " + err.Error())
+			return
+		}
+		c.sessions.removeUser(name, rq.sess.id)
+		c.log.Info("password changed from the console", "user", name)
+		http.Redirect(w, r, prefix+"users?done="+urlQuery("Password of "+name+" changed."), http.StatusSeeOther)
 		return
 	}
 	if c.userCommand(w, r, rq, "-changeUserPassword "+quoteArg(name)+" "+quoteArg(pw), "Password of "+name+" changed.") {

@@ -292,7 +292,7 @@ func UsersPage(f frame, v usersView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<label for=\"pw-new\">New password</label> <input id=\"pw-new\" name=\"password\" type=\"password\" required minlength=\"8\" autocomplete=\"new-password\"> <label for=\"pw-new2\">New password again</label> <input id=\"pw-new2\" name=\"password2\" type=\"password\" required minlength=\"8\" autocomplete=\"new-password\"> <button type=\"submit\">Change password</button></form></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<label for=\"pw-current\">Your current password (when changing your own)</label> <input id=\"pw-current\" name=\"current\" type=\"password\" autocomplete=\"current-password\"> <label for=\"pw-new\">New password</label> <input id=\"pw-new\" name=\"password\" type=\"password\" required minlength=\"8\" autocomplete=\"new-password\"> <label for=\"pw-new2\">New password again</label> <input id=\"pw-new2\" name=\"password2\" type=\"password\" required minlength=\"8\" autocomplete=\"new-password\"> <button type=\"submit\">Change password</button></form></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
