@@ -43,8 +43,18 @@ func loopbackIP() string {
 // its file removed, as an operator at a terminal would.
 func startConsoleNode(t *testing.T, setupDone bool) *consoleNode {
 	t.Helper()
-	ip, dir := loopbackIP(), t.TempDir()
+	return startConsoleNodeAt(t, loopbackIP(), nil, setupDone)
+}
+
+// startConsoleNodeAt is startConsoleNode on ip, with env over the test
+// defaults.
+func startConsoleNodeAt(t *testing.T, ip string, env map[string]string, setupDone bool) *consoleNode {
+	t.Helper()
+	dir := t.TempDir()
 	vars := map[string]string{"COREFLUX_MQTT_BIND_IP": ip, "COREFLUX_DATA_DIR": dir, "COREFLUX_MQTT_WEBSOCKET_PORT": "0"}
+	for k, v := range env {
+		vars[k] = v
+	}
 	cfg, err := config.Load("", func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,3 +150,26 @@ func yesNo(b bool) string {
 func memberURL(name string) string { return prefix + "health/node/" + name }
 
 func replicas(r []string) string { return orDash(strings.Join(r, ", ")) }
+
+// ownerSummary counts the partitions of each owner: "gw-a 11, gw-b 11,
+// none 2".
+func ownerSummary(st cluster.Status) string {
+	counts := map[string]int{}
+	var names []string
+	for _, p := range st.Partitions.Partitions {
+		o := p.Owner
+		if o == "" {
+			o = "none"
+		}
+		if counts[o] == 0 {
+			names = append(names, o)
+		}
+		counts[o]++
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, counts[n])
+	}
+	return strings.Join(parts, ", ")
+}
