@@ -211,3 +211,4 @@ func (s *Settings) Finish(ignored ...string) {
 		s.Errorf(p.KeyPos, "%s: unknown setting %s", s.where, p.Key)
 	}
 }
+

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"gantry/drivers"
+	"gantry/drivers/bridge"
 	"gantry/drivers/modbus"
 	"gantry/lot/syntax"
 )
@@ -19,10 +20,11 @@ type built struct {
 // function that reads the protocol's settings into a runner.
 var protocols = map[string]struct {
 	config string
-	build  func(s *drivers.Spec) (runner, string)
+	build  func(s *drivers.Spec, env drivers.Env, errs *[]error) (runner, string)
 }{
 	"MODBUS_TCP":    {"MODBUS_CONFIG", buildModbus},
 	"MODBUS_SERIAL": {"MODBUS_CONFIG", buildModbus},
+	"MQTT_BRIDGE":   {"DESTINATION_CONFIG", buildBridge},
 }
 
 // build reads a connector's definition: the shared parts, then the
@@ -34,7 +36,7 @@ func build(c *syntax.Connector, env drivers.Env) (*built, error) {
 	}
 	var errs []error
 	s := drivers.Parse(c, p.config, env, &errs)
-	r, describe := p.build(s)
+	r, describe := p.build(s, env, &errs)
 	s.Finish()
 	if err := drivers.Join(errs); err != nil {
 		return nil, err
@@ -42,7 +44,12 @@ func build(c *syntax.Connector, env drivers.Env) (*built, error) {
 	return &built{spec: s, describe: describe, run: r}, nil
 }
 
-func buildModbus(s *drivers.Spec) (runner, string) {
+func buildModbus(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
 	cfg := modbus.Parse(s)
 	return &poller{newDevice: func() drivers.Device { return modbus.New(cfg) }}, cfg.Describe()
+}
+
+func buildBridge(s *drivers.Spec, env drivers.Env, errs *[]error) (runner, string) {
+	cfg := bridge.Parse(s, env, errs)
+	return &bridgeRunner{cfg: cfg}, cfg.Describe()
 }

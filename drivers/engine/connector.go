@@ -42,8 +42,9 @@ type connector struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	writes  chan writeReq
-	warnAt  time.Time // rate limit of warnings; connector goroutine only
-	warnGap int       // warnings suppressed since warnAt
+	warnMu  sync.Mutex // guards warnAt, warnGap
+	warnAt  time.Time  // rate limit of warnings
+	warnGap int        // warnings suppressed since warnAt
 }
 
 type writeReq struct {
@@ -164,14 +165,17 @@ func (c *connector) setTagError(tag, msg string) bool {
 // count of those it held back.
 func (c *connector) warn(msg string, args ...any) {
 	now := time.Now()
+	c.warnMu.Lock()
 	if now.Sub(c.warnAt) < c.m.o.WarnEvery {
 		c.warnGap++
+		c.warnMu.Unlock()
 		return
 	}
 	if c.warnGap > 0 {
 		args = append(args, "suppressed", c.warnGap)
 	}
 	c.warnAt, c.warnGap = now, 0
+	c.warnMu.Unlock()
 	c.log.Warn(msg, args...)
 }
 
