@@ -133,8 +133,9 @@ func (n *Node) watchCatchUp(h Hello, addIndex uint64) {
 // then less and less often (down to once a ReconcileInterval), whether its
 // configuration lists it and it knows the entry at addIndex that added it
 // to be committed, which means it holds the leader's log up to there, and
-// promotes it once it does and answers the leader's heartbeats. It ends when the member votes, leaves or moves,
-// or this node stops leading (the next leader's rounds promote it).
+// promotes it once it does and answers the leader's heartbeats. It ends
+// when the member votes, leaves or moves, or this node stops leading (the
+// next leader's rounds promote it).
 func (n *Node) awaitCatchUp(ctx context.Context, h Hello, addIndex uint64) {
 	defer func() {
 		n.mu.Lock()
@@ -152,9 +153,8 @@ func (n *Node) awaitCatchUp(ctx context.Context, h Hello, addIndex uint64) {
 		got, err := n.fetchHello(pctx, h.OpsAddr)
 		cancel()
 		if err == nil && got.NodeName == h.NodeName && got.Member && got.CommitIndex >= addIndex {
-			got.RaftAddr = h.RaftAddr // as the leader reaches it
-			n.promote(survey{hellos: []Hello{got}})
-			continue // the next pass sees the vote and ends
+			got.RaftAddr = h.RaftAddr               // as the leader reaches it
+			n.promote(survey{hellos: []Hello{got}}) // the next pass sees the vote and ends
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -61,7 +61,7 @@ type Node struct {
 	leaderChanges  atomic.Uint64
 	readyTerm      atomic.Uint64        // the term in which this leader's FSM caught up with the log (run's Barrier)
 	changesPending atomic.Int32         // membership changes not yet committed (changeMembers)
-	changeMu       sync.Mutex           // serialises membership changes; held across a Raft future, never with mu
+	changeMu       sync.Mutex           // serialises membership changes; held across a Raft future; taken before mu, never while mu is held
 	mu             sync.Mutex           // guards adding, catchingUp, warned, onState, and ctx/cancel against goRun
 	adding         map[string]time.Time // member → when the leader first tried to add it
 	catchingUp     map[string]bool      // non-voters an awaitCatchUp goroutine watches
