@@ -378,3 +378,23 @@ func errorWhere(e command.ReplyError) string {
 	}
 	return fmt.Sprintf("Line %d, column %d: ", e.Line, e.Column)
 }
+
+func removeURL(kind, name string) string {
+	return prefix + "lot/remove?kind=" + url.QueryEscape(kind) + "&name=" + url.QueryEscape(name)
+}
+
+// serveRemoveLoT asks before a definition is removed.
+func (c *Console) serveRemoveLoT(w http.ResponseWriter, r *http.Request, rq *req) {
+	kind, name := r.URL.Query().Get("kind"), r.URL.Query().Get("name")
+	if !validKind(kind) || name == "" {
+		http.Error(w, "kind and name are required", http.StatusBadRequest)
+		return
+	}
+	q := fmt.Sprintf("Remove %s %s? It stops at once on this node; there is no undo.", kind, name)
+	if kind == "rule" {
+		q += " Removing an access rule can lock clients, and you, out."
+	}
+	f := c.frame(rq, "Remove "+name, "lot")
+	c.render(w, r, http.StatusOK, ConfirmPage(f, confirm{Title: "Remove " + kind + " " + name, Question: q,
+		Action: prefix + "lot/remove", Fields: map[string]string{"kind": kind, "name": name}, Yes: "Remove " + name, Back: prefix + "lot"}))
+}

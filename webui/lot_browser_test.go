@@ -80,6 +80,12 @@ func TestBrowserLoTEditor(t *testing.T) {
 	waitJS(t, ctx, `Array.from(document.querySelectorAll("#lot-list tbody tr")).some(r => r.textContent.includes("Echo") && r.textContent.includes("running"))`)
 	checkLayout(t, ctx)
 	screenshot(t, ctx, "lot-list")
+
+	// Remove asks first, on a page of its own; Enter confirms.
+	do(t, ctx, chromedp.Click(chromedp.CSS(`a[aria-label="Remove action Echo"]`)))
+	waitJS(t, ctx, `location.pathname === "/ui/lot/remove" && document.activeElement.id === "confirm-yes"`)
+	do(t, ctx, chromedp.KeyEvent("\r"))
+	waitJS(t, ctx, `location.pathname === "/ui/lot" && !document.querySelector("#lot-list").textContent.includes("Echo")`)
 }
 
 // TestBrowserDeployRefused: a deploy the node refuses shows its errors with

@@ -162,3 +162,12 @@ func passwordProblem(pw, again string) string {
 }
 
 func urlQuery(s string) string { return url.QueryEscape(s) }
+
+// serveRemoveUser asks before a user is removed.
+func (c *Console) serveRemoveUser(w http.ResponseWriter, r *http.Request, rq *req) {
+	name := r.URL.Query().Get("name")
+	f := c.frame(rq, "Remove "+name, "users")
+	c.render(w, r, http.StatusOK, ConfirmPage(f, confirm{Title: "Remove user " + name,
+		Question: "Remove " + name + "? They can no longer log in over MQTT or here; their console sessions end.",
+		Action: prefix + "users/remove", Fields: map[string]string{"name": name}, Yes: "Remove " + name, Back: prefix + "users"}))
+}
