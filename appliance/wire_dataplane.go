@@ -25,13 +25,19 @@ func (n *Node) openDataPlane() error {
 	if n.Cluster == nil || cl.DataPlaneUsername == "" || (!cl.DataPlaneEnabled && !cl.ReplicationEnabled) {
 		return nil
 	}
-	p, err := dataplane.New(dataplane.Options{
+	opts := dataplane.Options{
 		NodeName: cl.NodeName, ClusterID: cl.ClusterId, Username: cl.DataPlaneUsername,
 		Signer:     signing.New([]byte(cl.SharedSecret), nil),
 		BestEffort: cl.DataPlaneEnabled, Reliable: cl.ReplicationEnabled,
 		ForwardQueueEntries: cl.ReplicationForwardQueueEntries,
 		Broker:              n.Broker, Logger: n.log,
-	})
+	}
+	if n.cfg.Durability.Enabled {
+		// Acknowledged means on disk here too: the reliable stream to the
+		// peers survives a restart of this node.
+		opts.DataDir = cl.DataDir
+	}
+	p, err := dataplane.New(opts)
 	if err != nil {
 		return err
 	}
@@ -53,7 +59,11 @@ func (n *Node) runDataPlane(stop <-chan struct{}) {
 	t := time.NewTicker(peersEvery)
 	defer t.Stop()
 	for {
-		n.dataPlane.SetPeers(dataPlanePeers(n.Cluster.Status(), n.cfg.Cluster.DataPlaneMqttPort))
+		// Until Raft has read its configuration the members are unknown,
+		// not gone: the links stay as they are.
+		if st := n.Cluster.Status(); len(st.Members) > 0 {
+			n.dataPlane.SetPeers(dataPlanePeers(st, n.cfg.Cluster.DataPlaneMqttPort))
+		}
 		select {
 		case <-stop:
 			return

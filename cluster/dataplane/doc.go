@@ -41,16 +41,30 @@
 //     the link is up, written once, dropped when the link goes down or more
 //     than 8 MB wait.
 //   - QoS 1/2 (Cluster.ReplicationEnabled; otherwise they travel like QoS
-//     0) are reliable: numbered per peer, kept until the peer confirms the
-//     frame that carried them (the PUBACK of the frame's QoS 1 PUBLISH,
-//     sent only once what the frame delivered is durable on the peer:
-//     offline queues of persistent sessions, retained messages), and sent
-//     again after a reconnect. At most ReplicationForwardQueueEntries wait
-//     per peer; beyond that the oldest is dropped and counted
-//     (coreflux_replication_forward_dropped_total). The receiver remembers
-//     the highest number it delivered per sender and incarnation and drops
-//     a record it already had, so a frame sent again after a lost PUBACK is
-//     not delivered twice while both nodes stay up.
+//     0) are reliable: appended to this node's outbox, one stream numbered
+//     1, 2, ... that every peer consumes with its own cursor. A record
+//     stays until every peer confirmed the frame that carried it (the
+//     PUBACK of the frame's QoS 1 PUBLISH, which the peer sends only once
+//     what the frame delivered is durable there: offline queues of
+//     persistent sessions, retained messages) and is sent again after a
+//     reconnect. At most ReplicationForwardQueueEntries records are kept;
+//     beyond that the oldest goes, counted for every peer that had not
+//     confirmed it (coreflux_replication_forward_dropped_total). The
+//     receiver remembers the highest number it delivered per sender and
+//     stream and drops a record it already had, so a frame sent again
+//     after a lost PUBACK is not delivered twice.
+//
+// With durability the outbox, the peers' cursors and what was received
+// from each sender are in DataDir/dataplane.db (Options.DataDir): a
+// publisher's PUBACK waits for the record's write (one group commit, one
+// fsync, for all that arrived meanwhile), a restarted node resumes its
+// stream where it was (same stream identity, numbers go on) and every
+// peer from its cursor, a peer that never confirmed anything included,
+// and a restarted receiver still drops what it had delivered. Without
+// durability the outbox is in memory and a restart starts a new stream.
+// A peer without a link (down, or not yet in the membership after a
+// restart) keeps its records until it returns or the bound pushes them
+// out; the hook keeps nothing while the node has no peer at all.
 //
 // A peer that is down gets its reliable backlog when it returns, including
 // messages for its offline persistent sessions. Frames to one peer are in
@@ -58,14 +72,14 @@
 //
 // # What is not built yet (issues 13 and 14)
 //
-// The target design replaces the per-peer queues with partition logs: a
+// The target design replaces the per-node outbox with partition logs: a
 // QoS 1/2 message is appended to the log of its publisher's partition on
 // the partition's owner (a quorum write on its copies, part 2), and every
 // node consumes each log with a durable cursor, so forwarding, catch-up,
 // failover replay and duplicate suppression are one mechanism. Until then
-// the queues live in the sender's memory: a sender that restarts loses
-// what it had not delivered, and a receiver that restarts may get a record
-// twice. Also still to come: subscription-aware routing (today every
+// the outbox is per node: a message acknowledged by a node that is then
+// lost for good, before its peers had it, is lost with it (part 2's quorum
+// write closes that). Also still to come: subscription-aware routing (today every
 // message goes to every peer), sessions, retained messages and users that
 // follow the cluster, cluster-wide shared subscriptions, the ring
 // topology, and TLS on the links (UseTls).
@@ -73,10 +87,13 @@
 // # Concurrency
 //
 // InterceptPublish runs on publishers' goroutines and never blocks: it
-// encodes once and appends to each link's queue under the queue's mutex.
-// Each link runs two goroutines (dial and write; read acknowledgements),
-// started by SetPeers and stopped by Stop. Plane.mu guards the set of
-// links (read by the hook, written by SetPeers); outQueue.mu guards one
-// queue; senderState.mu orders the frames of one sender. No lock is held
-// across network I/O; lock order: Plane.mu, then outQueue.mu.
+// encodes once and appends to the outbox under its mutex; with a store the
+// acknowledgement is deferred (broker.ErrDeferred) and resolved by the
+// store's goroutine after its commit. Each link runs two goroutines (dial
+// and write; read acknowledgements), started by SetPeers and stopped by
+// Stop; the store runs one. Plane.mu guards the set of links; outbox.mu
+// guards the outbox and every peer's stream; senderState.mu orders the
+// frames of one sender; store.mu guards the writes waiting for the
+// store's goroutine. No lock is held across network I/O or a bbolt
+// transaction; lock order: Plane.mu, outbox.mu, store.mu.
 package dataplane

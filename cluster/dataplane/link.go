@@ -36,7 +36,7 @@ const (
 type link struct {
 	p    *Plane
 	peer string
-	q    *outQueue
+	ps   *peerStream
 
 	addr atomic.Pointer[string] // the peer's MQTT address, host:port
 
@@ -59,7 +59,7 @@ func (l *link) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := l.serve(ctx)
-		l.q.setUp(false)
+		l.p.out.setUp(l.ps, false)
 		l.connected.Store(false)
 		if ctx.Err() != nil {
 			return
@@ -98,8 +98,8 @@ func (l *link) serve(ctx context.Context) error {
 	}
 	l.connects.Add(1)
 	l.connected.Store(true)
-	l.q.setUp(true)
-	l.q.signal()
+	l.p.out.setUp(l.ps, true)
+	signal(l.ps)
 	var wg sync.WaitGroup
 	readErr := make(chan error, 1)
 	acked := make(chan struct{}, 1)
@@ -168,9 +168,9 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 	var frame, out []byte
 	lastWrite := time.Now()
 	for {
-		if l.q.inflight() < lim.inflight {
+		if l.p.out.inflight(l.ps) < lim.inflight {
 			frame = wire.AppendHeader(frame[:0], l.p.opts.NodeName, l.p.boot)
-			lastSeq, n := l.q.take(lim.maxBytes, func(seq uint64, msg []byte) int {
+			lastSeq, n := l.p.out.take(l.ps, lim.maxBytes, func(seq uint64, msg []byte) int {
 				frame = wire.AppendRecord(frame, seq, msg)
 				return wire.RecordSize(seq, msg)
 			})
@@ -182,7 +182,7 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 						pid = 1
 					}
 					pub.QoS, pub.PacketID = 1, pid
-					l.q.sent(pid, lastSeq)
+					l.p.out.sent(l.ps, pid, lastSeq)
 				}
 				out = pub.Append(out[:0], packet.V5)
 				nc.SetWriteDeadline(time.Now().Add(linkKeepAlive))
@@ -199,7 +199,7 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 			return ctx.Err()
 		case err := <-readErr:
 			return err
-		case <-l.q.wake:
+		case <-l.ps.wake:
 		case <-acked:
 		case <-ping.C:
 			if time.Since(lastWrite) >= linkPingEvery {
@@ -229,7 +229,7 @@ func (l *link) readAcks(br *bufio.Reader, acked chan<- struct{}) error {
 			if ack.ReasonCode.IsError() {
 				return fmt.Errorf("peer refused a frame: %w", ack.ReasonCode)
 			}
-			if l.q.confirm(ack.PacketID) {
+			if l.p.out.confirm(l.peer, l.ps, ack.PacketID) {
 				select {
 				case acked <- struct{}{}:
 				default:

@@ -3,8 +3,11 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -44,7 +47,11 @@ type Options struct {
 	// ForwardQueueEntries bounds the reliable records kept for one peer
 	// (Cluster.ReplicationForwardQueueEntries); beyond it the oldest go.
 	ForwardQueueEntries int
-	Broker              Deliverer
+	// DataDir, when set, keeps the reliable stream on disk there (with
+	// durability): a publisher's acknowledgement waits for the write, and
+	// a restart resumes the stream. "" keeps it in memory.
+	DataDir string
+	Broker  Deliverer
 	// Dial opens a link's connection; nil means TCP.
 	Dial   func(ctx context.Context, addr string) (net.Conn, error)
 	Logger *slog.Logger
@@ -69,6 +76,8 @@ type Plane struct {
 
 	mu    sync.RWMutex     // guards links
 	links map[string]*link // peer name → link
+	out   *outbox
+	store *store // nil in memory
 
 	recv receiver
 	warnLimiter
@@ -92,6 +101,21 @@ func New(opts Options) (*Plane, error) {
 	p := &Plane{opts: opts, log: log.With("component", "dataplane", "node", opts.NodeName),
 		boot: uint64(time.Now().UnixNano()), links: map[string]*link{}}
 	p.recv.senders = map[string]*senderState{}
+	if opts.DataDir != "" {
+		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("dataplane: %w", err)
+		}
+		st, err := openStore(filepath.Join(opts.DataDir, FileName))
+		if err != nil {
+			return nil, err
+		}
+		p.store, p.boot = st, st.boot
+		for sender, v := range st.received() {
+			p.recv.senders[sender] = &senderState{boot: v[0], lastSeq: v[1]}
+		}
+		p.recv.store = st
+	}
+	p.out = newOutbox(opts.ForwardQueueEntries, p.store)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -105,6 +129,9 @@ func (p *Plane) Stop() {
 	p.mu.Unlock()
 	for _, l := range links {
 		<-l.done
+	}
+	if p.store != nil {
+		p.store.close()
 	}
 }
 
@@ -121,6 +148,7 @@ func (p *Plane) SetPeers(peers map[string]string) {
 		if _, ok := peers[name]; !ok {
 			l.cancel()
 			delete(p.links, name)
+			p.out.removePeer(name)
 		}
 	}
 	for name, addr := range peers {
@@ -134,7 +162,7 @@ func (p *Plane) SetPeers(peers map[string]string) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		l := &link{p: p, peer: name, q: newOutQueue(p.opts.ForwardQueueEntries), cancel: cancel, done: make(chan struct{})}
+		l := &link{p: p, peer: name, ps: p.out.addPeer(name), cancel: cancel, done: make(chan struct{})}
 		l.setAddr(addr)
 		p.links[name] = l
 		go l.run(ctx)
@@ -163,14 +191,16 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 	if !reliable && !p.opts.BestEffort {
 		return nil
 	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if len(p.links) == 0 {
-		return nil
+	if !p.out.wanted() {
+		return nil // no peer yet: a one-node cluster
 	}
 	enc := wire.AppendMessage(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m)
-	for _, l := range p.links {
-		l.q.add(reliable, enc)
+	if !reliable {
+		p.out.addBestEffort(enc)
+		return nil
+	}
+	if p.out.addReliable(enc, r.Resolve) {
+		return broker.ErrDeferred // acknowledged once the record is on disk
 	}
 	return nil
 }
@@ -221,7 +251,7 @@ func (p *Plane) Status() Status {
 	p.mu.RLock()
 	st := Status{Peers: make([]PeerStatus, 0, len(p.links))}
 	for name, l := range p.links {
-		qs := l.q.stats()
+		qs := p.out.stats(l.ps)
 		ps := PeerStatus{Name: name, Address: *l.addr.Load(), Connected: l.connected.Load(), Connects: l.connects.Load(),
 			Frames: l.sentFrames.Load(), Backlog: qs.Backlog, Dropped: qs.Dropped, BeDropped: qs.BeDropped}
 		if e := l.lastErr.Load(); e != nil {

@@ -15,6 +15,7 @@ import (
 type receiver struct {
 	mu      sync.Mutex // guards senders
 	senders map[string]*senderState
+	store   *store // nil in memory: what was delivered from each sender
 
 	frames     atomic.Uint64 // frames accepted
 	messages   atomic.Uint64 // messages delivered
@@ -127,6 +128,9 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		p.warn("corrupt", "a data-plane frame from "+h.Sender+" has a corrupt record", err)
 	}
 	s.lastTS = env.SentAt
+	if r.store != nil && len(batch) > 0 {
+		r.store.putReceived(h.Sender, s.boot, s.lastSeq)
+	}
 	r.frames.Add(1)
 	r.messages.Add(uint64(len(batch)))
 	if len(batch) == 0 {

@@ -1,0 +1,300 @@
+package dataplane
+
+import (
+	"sync"
+)
+
+// entry is one record for the peers: a message encoded once
+// (wire.AppendMessage) and its number in this node's reliable stream, 0
+// for best effort.
+type entry struct {
+	seq uint64
+	msg []byte
+}
+
+// sentFrame is a reliable frame written on a peer's current connection
+// and not yet confirmed: its packet identifier and the last sequence
+// number in it.
+type sentFrame struct {
+	pid     uint16
+	lastSeq uint64
+}
+
+// peerStream is what one peer has been sent and has confirmed.
+type peerStream struct {
+	cursor  uint64 // highest reliable record the peer confirmed
+	sent    uint64 // highest reliable record written on the current connection
+	frames  []sentFrame
+	be      []entry // best effort records not written yet
+	beBytes int
+	up      bool // a connection is established: best effort records are taken
+
+	dropped   uint64 // reliable records dropped before the peer confirmed them
+	beDropped uint64 // best effort records dropped (link down or too slow)
+	saved     uint64 // cursor last handed to the store
+
+	wake chan struct{} // capacity 1: something to send, or confirmed
+}
+
+// outbox is this node's reliable stream: every QoS 1/2 message that
+// entered the node, numbered, kept until every peer confirmed it (at most
+// max records: beyond that the oldest goes, counted for each peer that had
+// not confirmed it). With a store it is on disk: the publisher's
+// acknowledgement waits for the write, and a restart resumes the stream
+// and every peer's cursor. The hook appends from publishers' goroutines,
+// links take and confirm.
+type outbox struct {
+	max   int
+	store *store // nil: in memory only
+
+	mu      sync.Mutex // guards every field below and every peerStream
+	base    uint64     // records up to base are gone; entries[i].seq == base+1+i
+	entries []entry
+	peers   map[string]*peerStream
+	// absent are the cursors of peers without a link now (stored, from
+	// before a restart, or removed from the membership): their records
+	// stay until they return or max pushes them out.
+	absent map[string]uint64
+}
+
+// maxBestEffortBytes bounds the QoS 0 records waiting for one slow link.
+const maxBestEffortBytes = 8 << 20
+
+func newOutbox(max int, st *store) *outbox {
+	o := &outbox{max: max, store: st, peers: map[string]*peerStream{}, absent: map[string]uint64{}}
+	if st != nil {
+		o.base, o.entries = st.loadOutbox()
+		o.absent = st.cursors()
+	}
+	return o
+}
+
+func (o *outbox) head() uint64 { return o.base + uint64(len(o.entries)) }
+
+// addPeer starts (or resumes, from a stored cursor) the stream of peer.
+// A peer never seen before starts at the head: what was published before
+// it joined is not for it.
+func (o *outbox) addPeer(name string) *peerStream {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ps := o.peers[name]; ps != nil {
+		return ps
+	}
+	ps := &peerStream{wake: make(chan struct{}, 1)}
+	ps.cursor = o.head()
+	if c, ok := o.absent[name]; ok {
+		ps.cursor = min(c, o.head())
+		delete(o.absent, name)
+	} else if o.store != nil {
+		// Stored at once: after a restart of this node the peer resumes
+		// here even if it never confirmed anything.
+		o.store.putCursor(name, ps.cursor)
+	}
+	if ps.cursor < o.base {
+		ps.dropped += o.base - ps.cursor
+		ps.cursor = o.base
+	}
+	ps.sent, ps.saved = ps.cursor, ps.cursor
+	o.peers[name] = ps
+	return ps
+}
+
+// removePeer stops sending to name. Its stored cursor stays: a member that
+// comes back resumes.
+func (o *outbox) removePeer(name string) {
+	o.mu.Lock()
+	if ps := o.peers[name]; ps != nil {
+		o.absent[name] = ps.cursor
+		delete(o.peers, name)
+	}
+	o.mu.Unlock()
+}
+
+// wanted reports whether any peer, with a link or absent, takes records.
+func (o *outbox) wanted() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.peers)+len(o.absent) > 0
+}
+
+func signal(ps *peerStream) {
+	select {
+	case ps.wake <- struct{}{}:
+	default:
+	}
+}
+
+// addBestEffort queues msg for every peer whose link is up.
+func (o *outbox) addBestEffort(msg []byte) {
+	o.mu.Lock()
+	for _, ps := range o.peers {
+		if !ps.up || ps.beBytes+len(msg) > maxBestEffortBytes {
+			ps.beDropped++
+			continue
+		}
+		ps.beBytes += len(msg)
+		ps.be = append(ps.be, entry{msg: msg})
+		signal(ps)
+	}
+	o.mu.Unlock()
+}
+
+// addReliable appends msg to the stream. With a store, done is called
+// once the record is on disk (or failed to get there) and addReliable
+// returns true; without one it returns false and never calls done.
+func (o *outbox) addReliable(msg []byte, done func(error)) bool {
+	o.mu.Lock()
+	seq := o.head() + 1
+	o.entries = append(o.entries, entry{seq: seq, msg: msg})
+	if len(o.entries) > o.max {
+		o.dropOldestLocked()
+	}
+	if o.store != nil {
+		o.store.put(seq, msg, done) // queued for the store's next group commit
+	}
+	for _, ps := range o.peers {
+		signal(ps)
+	}
+	o.mu.Unlock()
+	return o.store != nil
+}
+
+// dropOldestLocked drops the oldest record, for every peer that has not
+// confirmed it.
+func (o *outbox) dropOldestLocked() {
+	o.base++
+	clear(o.entries[:1])
+	o.entries = o.entries[1:]
+	for _, ps := range o.peers {
+		if ps.cursor < o.base {
+			ps.cursor = o.base
+			ps.dropped++
+		}
+		ps.sent = max(ps.sent, ps.cursor)
+	}
+	for name, c := range o.absent {
+		if c < o.base {
+			o.absent[name] = o.base
+		}
+	}
+	if o.store != nil {
+		o.store.trim(o.base)
+	}
+}
+
+// trimLocked forgets the records every peer confirmed.
+func (o *outbox) trimLocked() {
+	low := o.head()
+	for _, ps := range o.peers {
+		low = min(low, ps.cursor)
+	}
+	for _, c := range o.absent {
+		low = min(low, c)
+	}
+	if low <= o.base {
+		return
+	}
+	n := int(low - o.base)
+	clear(o.entries[:n])
+	o.entries = o.entries[n:]
+	o.base = low
+	if o.store != nil {
+		o.store.trim(o.base)
+	}
+}
+
+// take moves a frame's worth of records (at least one when any waits)
+// from ps: best effort first, then reliable records not written yet;
+// add appends one to the frame and returns its size. It returns the last
+// reliable sequence number taken (0 for none) and how many were taken.
+func (o *outbox) take(ps *peerStream, maxBytes int, add func(seq uint64, msg []byte) int) (lastSeq uint64, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	size := 0
+	i := 0
+	for ; i < len(ps.be); i++ {
+		if n > 0 && size+len(ps.be[i].msg) > maxBytes {
+			break
+		}
+		size += add(0, ps.be[i].msg)
+		ps.beBytes -= len(ps.be[i].msg)
+		n++
+	}
+	clear(ps.be[:i])
+	ps.be = ps.be[i:]
+	for ps.sent < o.head() {
+		e := o.entries[ps.sent-o.base]
+		if n > 0 && size+len(e.msg) > maxBytes {
+			break
+		}
+		size += add(e.seq, e.msg)
+		ps.sent = e.seq
+		lastSeq = e.seq
+		n++
+	}
+	return lastSeq, n
+}
+
+// sent records a reliable frame written to ps with pid.
+func (o *outbox) sent(ps *peerStream, pid uint16, lastSeq uint64) {
+	o.mu.Lock()
+	ps.frames = append(ps.frames, sentFrame{pid: pid, lastSeq: lastSeq})
+	o.mu.Unlock()
+}
+
+// confirm handles the peer's acknowledgement of pid: every reliable record
+// up to that frame's last one is confirmed. It reports whether pid was a
+// frame in flight.
+func (o *outbox) confirm(name string, ps *peerStream, pid uint16) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := 0
+	for i < len(ps.frames) && ps.frames[i].pid != pid {
+		i++
+	}
+	if i == len(ps.frames) {
+		return false
+	}
+	ps.cursor = max(ps.cursor, ps.frames[i].lastSeq)
+	ps.frames = ps.frames[i+1:]
+	if o.store != nil && ps.cursor != ps.saved {
+		ps.saved = ps.cursor
+		o.store.putCursor(name, ps.cursor)
+	}
+	o.trimLocked()
+	return true
+}
+
+// inflight is the number of reliable frames waiting for ps's confirmation.
+func (o *outbox) inflight(ps *peerStream) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(ps.frames)
+}
+
+// setUp marks ps's link established or down. Going down makes every
+// unconfirmed record due again, for the next connection, and drops the
+// best effort ones.
+func (o *outbox) setUp(ps *peerStream, up bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ps.up = up
+	if up {
+		return
+	}
+	ps.beDropped += uint64(len(ps.be))
+	ps.be, ps.beBytes, ps.frames, ps.sent = nil, 0, nil, ps.cursor
+}
+
+// queueStats is a snapshot of one peer's stream.
+type queueStats struct {
+	Backlog   int    // reliable records not confirmed
+	Dropped   uint64 // reliable records dropped beyond the limit
+	BeDropped uint64 // best effort records dropped
+}
+
+func (o *outbox) stats(ps *peerStream) queueStats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return queueStats{Backlog: int(o.head() - ps.cursor), Dropped: ps.dropped, BeDropped: ps.beDropped}
+}
