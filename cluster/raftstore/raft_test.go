@@ -14,7 +14,11 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// listFSM records the commands it applies, in order.
+// listFSM records the commands it applies, in order. A command equal to
+// the one before it is a client's retry (raftCluster.apply retries an
+// Apply that failed, and a failed Apply may still have been committed, so
+// the log can hold it twice): it is applied once, as a client would
+// deduplicate it, and deterministically on every node.
 type listFSM struct {
 	mu   sync.Mutex // guards cmds
 	cmds []string
@@ -23,6 +27,9 @@ type listFSM struct {
 func (f *listFSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if n := len(f.cmds); n > 0 && f.cmds[n-1] == string(l.Data) {
+		return n
+	}
 	f.cmds = append(f.cmds, string(l.Data))
 	return len(f.cmds)
 }
