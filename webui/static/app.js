@@ -26,7 +26,7 @@
     function tick() {
       if (!stamp || !last) return;
       var s = Math.round((Date.now() - last) / 1000);
-      stamp.textContent = paused ? "Live updates paused" : "Updated " + (s <= 1 ? "just now" : s + " s ago");
+      stamp.textContent = paused ? "Live updates paused" : document.body.classList.contains("offline") ? "Last update " + s + " s ago" : "Updated " + (s <= 1 ? "just now" : s + " s ago");
     }
     function lost() {
       if (banner) {
