@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Device is one protocol's connection to one device. The engine calls it
@@ -61,8 +62,8 @@ func IsTagError(err error) bool {
 
 // Subscriber is an optional capability of a Device whose protocol pushes
 // changes (OPC UA monitored items): the engine then subscribes instead of
-// polling. Subscribe delivers readings through fn until ctx ends or the
-// connection fails (it returns the error).
+// polling. Subscribe delivers readings through fn (on its own goroutine)
+// until ctx ends or the connection fails (it returns the error).
 type Subscriber interface {
-	Subscribe(ctx context.Context, b *Batch, every int64, fn func(i int, r Result)) error
+	Subscribe(ctx context.Context, b *Batch, every time.Duration, fn func(i int, r Result)) error
 }

@@ -6,6 +6,7 @@ import (
 	"gantry/drivers"
 	"gantry/drivers/bridge"
 	"gantry/drivers/modbus"
+	"gantry/drivers/opcua"
 	"gantry/lot/syntax"
 )
 
@@ -25,6 +26,7 @@ var protocols = map[string]struct {
 	"MODBUS_TCP":    {"MODBUS_CONFIG", buildModbus},
 	"MODBUS_SERIAL": {"MODBUS_CONFIG", buildModbus},
 	"MQTT_BRIDGE":   {"DESTINATION_CONFIG", buildBridge},
+	"OPCUA":         {"OPCUA_CONFIG", buildOPCUA},
 }
 
 // build reads a connector's definition: the shared parts, then the
@@ -52,4 +54,9 @@ func buildModbus(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
 func buildBridge(s *drivers.Spec, env drivers.Env, errs *[]error) (runner, string) {
 	cfg := bridge.Parse(s, env, errs)
 	return &bridgeRunner{cfg: cfg}, cfg.Describe()
+}
+
+func buildOPCUA(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
+	cfg := opcua.Parse(s)
+	return &poller{newDevice: func() drivers.Device { return opcua.New(cfg) }, subscribe: cfg.Subscribe}, cfg.Describe()
 }

@@ -200,8 +200,18 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // poller polls a drivers.Device: the runner of every device connector.
+// With subscribe, a device that is a drivers.Subscriber is subscribed to
+// instead (OPC UA monitored items).
 type poller struct {
 	newDevice func() drivers.Device
+	subscribe bool
+}
+
+// note is one reading pushed by a subscription.
+type note struct {
+	ms *mapState
+	i  int
+	r  drivers.Result
 }
 
 // mapState is one mapping's schedule and deadband memory.
@@ -211,6 +221,9 @@ type mapState struct {
 	next  time.Time
 	last  []drivers.Value // last published value per tag
 	sent  []bool          // whether last holds a value
+	// subscribed: a subscription pushes this mapping's values; it is
+	// polled only right after a write.
+	subscribed bool
 }
 
 func (p *poller) run(ctx context.Context, c *connector) {
@@ -254,6 +267,8 @@ func (p *poller) serve(ctx context.Context, c *connector, dev drivers.Device, ma
 	defer timer.Stop()
 	statusEvery := time.NewTicker(c.m.o.StatusInterval)
 	defer statusEvery.Stop()
+	notes, failed, stop := p.subscribeAll(ctx, dev, maps)
+	defer stop()
 	for {
 		now := time.Now()
 		wait := time.Duration(math.MaxInt64)
@@ -263,6 +278,9 @@ func (p *poller) serve(ctx context.Context, c *connector, dev drivers.Device, ma
 					return err
 				}
 				ms.next = nextTick(ms.next, ms.m.Every, time.Now())
+				if ms.subscribed {
+					ms.next = never
+				}
 			}
 			wait = min(wait, time.Until(ms.next))
 		}
@@ -276,6 +294,12 @@ func (p *poller) serve(ctx context.Context, c *connector, dev drivers.Device, ma
 			if err := p.write(ctx, c, dev, w, maps); err != nil {
 				return err
 			}
+		case nt := <-notes:
+			if c.publishResult(nt.ms, nt.i, nt.r, time.Now().UnixMilli()) {
+				c.publishStatus()
+			}
+		case err := <-failed:
+			return err
 		case <-timer.C:
 		}
 		if !timer.Stop() {
@@ -285,6 +309,42 @@ func (p *poller) serve(ctx context.Context, c *connector, dev drivers.Device, ma
 			}
 		}
 	}
+}
+
+// never is the next poll of a mapping a subscription serves.
+var never = time.Unix(1<<40, 0)
+
+// subscribeAll subscribes every mapping when the device pushes changes;
+// the readings arrive on notes, a failed subscription on failed. stop
+// ends the subscriptions and waits for them.
+func (p *poller) subscribeAll(ctx context.Context, dev drivers.Device, maps []*mapState) (<-chan note, <-chan error, func()) {
+	sub, ok := dev.(drivers.Subscriber)
+	if !ok || !p.subscribe {
+		for _, ms := range maps {
+			ms.subscribed = false
+		}
+		return nil, nil, func() {}
+	}
+	notes, failed := make(chan note, 256), make(chan error, len(maps))
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, ms := range maps {
+		ms.next, ms.subscribed = never, true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := sub.Subscribe(sctx, ms.batch, ms.m.Every, func(i int, r drivers.Result) {
+				select {
+				case notes <- note{ms, i, r}:
+				case <-sctx.Done():
+				}
+			})
+			if sctx.Err() == nil {
+				failed <- fmt.Errorf("mapping %s: %w", ms.m.Name, err)
+			}
+		}()
+	}
+	return notes, failed, func() { cancel(); wg.Wait() }
 }
 
 // nextTick keeps a mapping on its grid; a poll that overran skips the
@@ -318,36 +378,44 @@ func (p *poller) poll(ctx context.Context, c *connector, dev drivers.Device, ms 
 	}
 	changed := false
 	now := time.Now().UnixMilli()
-	for i, t := range ms.batch.Tags {
+	for i := range ms.batch.Tags {
 		r := ms.batch.Results[i]
 		ms.batch.Results[i] = drivers.Result{}
-		if r.Err != nil {
-			c.counters.ReadErrors.Add(1)
-			if c.setTagError(t.Name, r.Err.Error()) {
-				changed = true
-				c.warn("connector: tag read refused", "tag", t.Name, "err", r.Err)
-			}
-			ms.sent[i] = false
-			continue
-		}
-		c.counters.Reads.Add(1)
-		if c.setTagError(t.Name, "") {
+		if c.publishResult(ms, i, r, now) {
 			changed = true
 		}
-		if ms.sent[i] && !pastDeadband(t, ms.last[i], r.Value) {
-			continue
-		}
-		if err := c.pub.Publish(t.Topic, t.Payload(r.Value, now), 0, t.Retain); err != nil {
-			c.warn("connector: cannot publish a value", "tag", t.Name, "topic", t.Topic, "err", err)
-			continue
-		}
-		c.counters.Published.Add(1)
-		ms.last[i], ms.sent[i] = r.Value, true
 	}
 	if changed {
 		c.publishStatus()
 	}
 	return nil
+}
+
+// publishResult publishes one tag's reading past its deadband; it
+// reports whether the tag's error state changed.
+func (c *connector) publishResult(ms *mapState, i int, r drivers.Result, now int64) bool {
+	t := ms.batch.Tags[i]
+	if r.Err != nil {
+		c.counters.ReadErrors.Add(1)
+		ms.sent[i] = false
+		if c.setTagError(t.Name, r.Err.Error()) {
+			c.warn("connector: tag read refused", "tag", t.Name, "err", r.Err)
+			return true
+		}
+		return false
+	}
+	c.counters.Reads.Add(1)
+	changed := c.setTagError(t.Name, "")
+	if ms.sent[i] && !pastDeadband(t, ms.last[i], r.Value) {
+		return changed
+	}
+	if err := c.pub.Publish(t.Topic, t.Payload(r.Value, now), 0, t.Retain); err != nil {
+		c.warn("connector: cannot publish a value", "tag", t.Name, "topic", t.Topic, "err", err)
+		return changed
+	}
+	c.counters.Published.Add(1)
+	ms.last[i], ms.sent[i] = r.Value, true
+	return changed
 }
 
 // pastDeadband reports whether v is to be published after last.
