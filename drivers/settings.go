@@ -211,4 +211,3 @@ func (s *Settings) Finish(ignored ...string) {
 		s.Errorf(p.KeyPos, "%s: unknown setting %s", s.where, p.Key)
 	}
 }
-

@@ -161,7 +161,7 @@ type Bridge struct {
 	rep    Reporter
 	client mqtt.Client
 
-	mu     sync.Mutex            // guards recent
+	mu     sync.Mutex           // guards recent
 	recent map[uint64]time.Time // messages sent out lately, to drop their echo
 }
 
