@@ -79,6 +79,7 @@ type conn struct {
 	drops      uint64    // writer: QoS 0 messages dropped during this fill
 	sentByQoS  [3]uint64 // writer: messages encoded during this fill
 	counted    bool      // reader: counted in Stats.Connections (see reserve)
+	noTargets  bool      // reader: its last routeVia delivered to no session
 	inListener bool      // reader: counted against lc.MaxConnections
 }
 

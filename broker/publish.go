@@ -22,6 +22,22 @@ type pendingAck struct {
 	persisted bool         // its QoS 2 identifier was handed to the persister
 	storing   bool         // waiting for the persister to make it durable
 	ticket    *storeTicket // outcome of the writes routing caused
+	// code is the acknowledgement's code when accepted: Success, or
+	// NoMatchingSubscribers (see informativeCode).
+	code packet.ReasonCode
+}
+
+// informativeCode is the code acknowledging m, which the reader has just
+// routed on the fast path: 0x10 No matching subscribers when it reached
+// no session, for an MQTT 5 client and a message that is not retained (a
+// retained one waits for the subscribers to come). Only the fast path
+// runs without publish hooks, so a hook that takes the message elsewhere
+// (the cluster forwarding to other nodes) never gets this code.
+func (c *conn) informativeCode(m *Message) packet.ReasonCode {
+	if c.noTargets && c.version == packet.V5 && !m.Retain {
+		return packet.NoMatchingSubscribers
+	}
+	return packet.Success
 }
 
 // stored is the persister's answer for a message whose acknowledgement
@@ -236,12 +252,13 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 		// Fast path: no earlier publish and no hook to wait for.
 		stored, t, wait := c.srv.routeVia(m, c)
 		c.pauseFor(wait)
+		code := c.informativeCode(m)
 		if stored || persisted {
-			p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, routed: true, storing: true, ticket: t}
+			p := &pendingAck{c: c, msg: m, pid: pid, qos: m.QoS, done: true, routed: true, storing: true, ticket: t, code: code}
 			c.acks = append(c.acks, p)
 			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
 		} else {
-			c.replyLocked(m.QoS, pid)
+			c.replyLocked(m.QoS, pid, code)
 			m.release() // routed; a pendingAck above keeps its reference
 		}
 		c.ackMu.Unlock()
@@ -274,7 +291,9 @@ func (c *conn) drainAcksLocked() error {
 		if !p.done || p.storing {
 			break
 		}
-		if p.err == nil {
+		if p.err == nil && p.code != packet.Success {
+			c.ackLocked(p.qos, p.pid, p.code)
+		} else if p.err == nil {
 			c.ackLocked(p.qos, p.pid, nil)
 		} else if err := c.refusalLocked(p.msg, p.pid, p.err); err != nil && refused == nil {
 			refused = err
@@ -375,13 +394,13 @@ func (c *conn) queueAckLocked(t packet.Type, pid uint16, code packet.ReasonCode)
 // replyLocked queues the acknowledgement of a publish the reader has just
 // routed (PUBACK, or PUBREC), for the reader to send before it reads on
 // (see conn.Read). Only the reader calls it; it holds c.ackMu.
-func (c *conn) replyLocked(qos byte, pid uint16) {
+func (c *conn) replyLocked(qos byte, pid uint16, code packet.ReasonCode) {
 	t := packet.PUBREC
 	if qos == 1 {
 		c.inflightIn--
 		t = packet.PUBACK
 	}
-	c.appendAckLocked(t, pid, packet.Success)
+	c.appendAckLocked(t, pid, code)
 	c.replies = true
 }
 
@@ -396,18 +415,30 @@ func (c *conn) appendAckLocked(t packet.Type, pid uint16, code packet.ReasonCode
 func (c *conn) handleAck(a *packet.Ack) error {
 	switch a.Type {
 	case packet.PUBACK, packet.PUBCOMP:
-		if c.sess.complete(a.PacketID) {
+		more, err := c.sess.completeAck(a.PacketID, a.Type)
+		if err != nil {
+			return err
+		}
+		if more {
 			c.wakeWriter()
 		}
 	case packet.PUBREC:
 		if a.ReasonCode.IsError() {
-			if c.sess.complete(a.PacketID) {
+			more, err := c.sess.completeAck(a.PacketID, packet.PUBREC)
+			if err != nil {
+				return err
+			}
+			if more {
 				c.wakeWriter()
 			}
 			return nil
 		}
+		found, err := c.sess.release(a.PacketID)
+		if err != nil {
+			return err
+		}
 		code := packet.Success
-		if !c.sess.release(a.PacketID) {
+		if !found {
 			code = packet.PacketIdentifierNotFound
 		}
 		c.queueCtrl(func(b []byte) []byte {

@@ -126,9 +126,15 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 	r.matches = s.subs.Match(m.Topic, r.matches[:0], onlineOrInproc)
 	if len(r.matches) == 0 {
 		s.routers.Put(r)
+		if via != nil {
+			via.noTargets = true
+		}
 		return persisted, t, nil
 	}
 	r.collect(m, s.reader)
+	if via != nil {
+		via.noTargets = len(r.targets) == 0
+	}
 	for i := range r.targets {
 		tg := &r.targets[i]
 		d := delivery{msg: m, qos: min(m.QoS, tg.qos), retain: m.Retain && tg.rap, subID: tg.subID, more: tg.more}

@@ -249,8 +249,23 @@ func (s *session) pendingResend() []outgoing {
 // something to do. (Waking it on every acknowledgement started a writer
 // goroutine per QoS 1 message that found nothing to send.)
 func (s *session) complete(pid uint16) (sendMore bool) {
+	sendMore, _ = s.completeAck(pid, 0)
+	return sendMore
+}
+
+// completeAck is complete for an acknowledgement from the client: ack is
+// PUBACK, PUBCOMP or a PUBREC with an error code (0: any). A PUBACK
+// answers only a QoS 1 delivery, a PUBREC only a QoS 2 one and a PUBCOMP
+// only a released QoS 2 one; the wrong type is a protocol error, and the
+// delivery stays in flight.
+func (s *session) completeAck(pid uint16, ack packet.Type) (sendMore bool, err error) {
 	s.mu.Lock()
 	f, ok := s.inflight[pid]
+	if ok && (ack == packet.PUBACK && f.qos != 1 || ack == packet.PUBREC && f.qos != 2 ||
+		ack == packet.PUBCOMP && (f.qos != 2 || !f.released)) {
+		s.mu.Unlock()
+		return false, packet.ProtocolError
+	}
 	if ok {
 		delete(s.inflight, pid)
 		s.forgetEntryLocked(f.entry)
@@ -258,20 +273,24 @@ func (s *session) complete(pid uint16) (sendMore bool) {
 	}
 	sendMore = ok && s.queue.len() > 0
 	s.mu.Unlock()
-	return sendMore
+	return sendMore, nil
 }
 
-// release marks a QoS 2 message as released (PUBREC received).
-func (s *session) release(pid uint16) bool {
+// release marks a QoS 2 message as released (PUBREC received). A PUBREC
+// for a QoS 1 delivery is a protocol error.
+func (s *session) release(pid uint16) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, ok := s.inflight[pid]
+	if ok && f.qos != 2 {
+		return false, packet.ProtocolError
+	}
 	if ok && !f.released {
 		f.released = true
 		s.inflight[pid] = f
 		s.entryStateLocked(f.entry, EntryReleased, pid)
 	}
-	return ok
+	return ok, nil
 }
 
 // holdsQoS2 reports whether the inbound QoS 2 identifier pid awaits its
