@@ -154,6 +154,12 @@ func (s *Server) Restore() error {
 		return err
 	}
 	for _, m := range st.Retained {
+		if volatileRetained(m.Topic) {
+			// Written by an older version: forget it, the statistics
+			// are published again.
+			s.persistOps(nil, PersistOp{Kind: DeleteRetained, Topic: m.Topic})
+			continue
+		}
 		if err := s.retained.Set(m); err != nil {
 			return fmt.Errorf("broker: restoring retained %q: %w", m.Topic, err)
 		}

@@ -1129,3 +1129,28 @@ func TestDurableNoTimerAfterShutdown(t *testing.T) {
 		t.Fatalf("after Shutdown: sessions %d -> %d, %d Persist calls; want no change", before, after, calls)
 	}
 }
+
+// The broker's statistics under $SYS/broker/ are retained in memory but
+// never written to the store: a restart does not bring them back, other
+// retained messages survive it.
+func TestDurableStatisticsNotStored(t *testing.T) {
+	t.Parallel()
+	n := newDurNode(t, broker.Options{}, nil)
+	c := n.srv.NewClient("$sys-test", broker.OriginBroker, nil)
+	for i := range 3 {
+		c.Publish("$SYS/broker/uptime", []byte(fmt.Sprint(i, " seconds")), 0, true)
+	}
+	c.Publish("plant/kept", []byte("yes"), 1, true)
+	if m, ok := n.srv.Retained("$SYS/broker/uptime"); !ok || string(m.Payload) != "2 seconds" {
+		t.Fatalf("retained uptime in memory: %v %v", m, ok)
+	}
+	c.Close()
+	n.stop()
+	n.start()
+	if _, ok := n.srv.Retained("$SYS/broker/uptime"); ok {
+		t.Error("$SYS/broker/uptime came back from the store")
+	}
+	if m, ok := n.srv.Retained("plant/kept"); !ok || string(m.Payload) != "yes" {
+		t.Errorf("plant/kept after the restart: %v %v", m, ok)
+	}
+}

@@ -1,6 +1,10 @@
 package broker
 
-import "gantry/broker/topic"
+import (
+	"strings"
+
+	"gantry/broker/topic"
+)
 
 // router is per-routing scratch space, pooled so that routing a message to
 // many subscribers does not allocate.
@@ -207,6 +211,15 @@ func (r *router) reset() {
 	}
 }
 
+// VolatileRetainedPrefix is the topic tree whose retained messages are
+// kept in memory only, never written to the persister: the broker's
+// statistics ($SYS/broker/uptime, ...), which change on every interval and
+// are published again after a restart. Writing them would cost a disk
+// write per interval for nothing.
+const VolatileRetainedPrefix = "$SYS/broker/"
+
+func volatileRetained(tp string) bool { return strings.HasPrefix(tp, VolatileRetainedPrefix) }
+
 // storeRetained sets or clears the retained message of m's topic, and
 // reports whether it handed the change to the persister.
 func (s *Server) storeRetained(m *Message, t **storeTicket) bool {
@@ -219,7 +232,7 @@ func (s *Server) storeRetained(m *Message, t **storeTicket) bool {
 	if err != nil {
 		s.opts.Logger.Error("retained store failed", "component", "broker", "topic", m.Topic, "err", err)
 	}
-	if s.persist == nil {
+	if s.persist == nil || volatileRetained(m.Topic) {
 		return false
 	}
 	done := ticketFor(t).record

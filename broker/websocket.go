@@ -58,12 +58,23 @@ func newWSConn(s *Server, ws *websocket.Conn) *wsConn {
 func (c *wsConn) Read(b []byte) (int, error) {
 	c.pump.Do(func() {
 		c.srv.goTracked(func() {
-			io.Copy(c.w, c.Conn)
+			buf := wsPumpBuffers.Get().(*[wsPumpBuffer]byte)
+			io.CopyBuffer(c.w, c.Conn, buf[:])
+			wsPumpBuffers.Put(buf)
 			c.w.Close()
 		})
 	})
 	return c.r.Read(b)
 }
+
+// wsPumpBuffer is the pump's copy buffer: io.Copy's default would hold
+// 32 KiB per WebSocket connection for its lifetime, most of which waits
+// idle. A read of the WebSocket returns at most this much of a message;
+// the rest comes with the next read. Buffers are pooled across
+// connections.
+const wsPumpBuffer = 4 << 10
+
+var wsPumpBuffers = sync.Pool{New: func() any { return new([wsPumpBuffer]byte) }}
 
 func (c *wsConn) SetReadDeadline(t time.Time) error { return c.r.SetReadDeadline(t) }
 
