@@ -75,3 +75,31 @@ func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// TestBrowserKeyboard: the first Tab reaches the skip link, which shows
+// itself and jumps to the content; focus is always visible.
+func TestBrowserKeyboard(t *testing.T) {
+	cn := startConsoleNode(t, true)
+	ctx := newBrowser(t, 1024, 768)
+	login(t, ctx, cn, "root", cn.rootPW)
+	waitJS(t, ctx, `location.pathname === "/ui/health"`)
+	do(t, ctx, chromedp.Navigate(cn.base+"users"))
+	waitJS(t, ctx, `!!document.querySelector("#users")`)
+	do(t, ctx, chromedp.KeyEvent("\t"))
+	waitJS(t, ctx, `document.activeElement.classList.contains("skip")`)
+	if left := evalJS[float64](t, ctx, `document.activeElement.getBoundingClientRect().left`); left < 0 {
+		t.Fatalf("focused skip link is off screen (left %v)", left)
+	}
+	if outline := evalJS[string](t, ctx, `getComputedStyle(document.activeElement).outlineStyle`); outline != "solid" {
+		t.Errorf("focused skip link outline %q, want solid", outline)
+	}
+	do(t, ctx, chromedp.KeyEvent("\r"))
+	waitJS(t, ctx, `location.hash === "#main"`)
+	// Tab from the content goes to the first control in it, not back to
+	// the navigation.
+	do(t, ctx, chromedp.KeyEvent("\t"))
+	waitJS(t, ctx, `document.querySelector("main").contains(document.activeElement) && document.activeElement !== document.querySelector("main")`)
+	// The navigation is reachable and activates with Enter.
+	do(t, ctx, chromedp.Focus(chromedp.CSS(`nav a[href="/ui/lot"]`)), chromedp.KeyEvent("\r"))
+	waitJS(t, ctx, `location.pathname === "/ui/lot"`)
+}

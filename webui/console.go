@@ -137,6 +137,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET "+prefix+"health/events", c.page(c.serveHealthEvents))
 	m.HandleFunc("GET "+prefix+"health/node/{name}", c.page(c.serveMember))
 	m.HandleFunc("GET "+prefix+"lot", c.page(c.serveLoT))
+	m.HandleFunc("GET "+prefix+"lot/rows", c.serveLoTRows)
 	m.HandleFunc("GET "+prefix+"lot/edit", c.page(c.serveEditor))
 	m.HandleFunc("POST "+prefix+"lot/check", c.post(false, c.postCheck))
 	m.HandleFunc("POST "+prefix+"lot/draft", c.post(false, c.postDraft))

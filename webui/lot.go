@@ -113,6 +113,24 @@ func (c *Console) serveLoT(w http.ResponseWriter, r *http.Request, rq *req) {
 	c.render(w, r, http.StatusOK, LoTPage(f, l))
 }
 
+// serveLoTRows is the list's body alone, for its periodic refresh. Without
+// a session it answers 204, which htmx does not swap.
+func (c *Console) serveLoTRows(w http.ResponseWriter, r *http.Request) {
+	ss, u := c.current(r)
+	if ss == nil || c.setupPending() {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	rq := &req{sess: ss, user: u, theme: themeOf(r)}
+	var l lotList
+	var err error
+	if l.Entities, err = c.listEntities(r.Context(), u.Name); err != nil {
+		w.WriteHeader(http.StatusNoContent) // keep what the page shows
+		return
+	}
+	c.render(w, r, http.StatusOK, LoTRows(c.frame(rq, "", "lot"), l))
+}
+
 // editor is the state of the editor page.
 type editor struct {
 	Kind, Name string // of the definition edited; "" name: a new one

@@ -79,6 +79,10 @@ func TestBrowserLoTEditor(t *testing.T) {
 	do(t, ctx, chromedp.Navigate(cn.base+"lot"))
 	waitJS(t, ctx, `Array.from(document.querySelectorAll("#lot-list tbody tr")).some(r => r.textContent.includes("Echo") && r.textContent.includes("running"))`)
 	checkLayout(t, ctx)
+
+	// The list follows what is deployed by others, without a reload.
+	sub.Publish("$SYS/Coreflux/Command", 0, false, `-addAction DEFINE ACTION Heartbeat ON EVERY 1 MINUTE DO PUBLISH TOPIC "hb" WITH 1`).Wait()
+	waitJS(t, ctx, `document.querySelector("#lot-list").textContent.includes("Heartbeat")`)
 	screenshot(t, ctx, "lot-list")
 
 	// Remove asks first, on a page of its own; Enter confirms.

@@ -80,15 +80,26 @@ function mount(textarea) {
   const summary = document.getElementById(textarea.dataset.summary || "");
   const kind = textarea.form ? textarea.form.querySelector('[name="kind"]') : null;
   const name = textarea.form ? textarea.form.querySelector('[name="name"]') : null;
-  let draftTimer = null;
+  let draftTimer = null, pending = null;
+  const draftBody = (src) => ({csrf: csrf(), kind: kind ? kind.value : "", name: name ? name.value : "", src});
   const saveDraft = (src) => {
     clearTimeout(draftTimer);
+    pending = src;
+    if (status) status.textContent = "Unsaved changes…";
     draftTimer = setTimeout(() => {
-      post("/ui/lot/draft", {kind: kind ? kind.value : "", name: name ? name.value : "", src}).then(r => {
-        if (status) status.textContent = r.ok ? "Draft saved on the node" : "Draft not saved (" + r.status + ")";
+      pending = null;
+      post("/ui/lot/draft", draftBody(src)).then(r => {
+        if (status && pending === null) status.textContent = r.ok ? "Draft saved on the node" : "Draft not saved (" + r.status + ")";
       }).catch(() => { if (status) status.textContent = "Draft not saved: the node does not answer"; });
     }, 600);
   };
+  // Leaving the page with a save still waiting: send it on the way out.
+  window.addEventListener("pagehide", () => {
+    if (pending === null) return;
+    clearTimeout(draftTimer);
+    navigator.sendBeacon("/ui/lot/draft", new URLSearchParams(draftBody(pending)));
+    pending = null;
+  });
   const check = linter(async view => {
     const src = view.state.doc.toString();
     try {
@@ -129,6 +140,7 @@ function mount(textarea) {
     textarea.form.addEventListener("submit", () => {
       textarea.value = view.state.doc.toString();
       clearTimeout(draftTimer);
+      pending = null;
       view.contentDOM.setAttribute("contenteditable", "false"); // no edits while the deploy is in flight
     });
   }
