@@ -7,6 +7,7 @@ import (
 	"gantry/drivers/bridge"
 	"gantry/drivers/modbus"
 	"gantry/drivers/opcua"
+	"gantry/drivers/s7"
 	"gantry/lot/syntax"
 )
 
@@ -27,6 +28,7 @@ var protocols = map[string]struct {
 	"MODBUS_SERIAL": {"MODBUS_CONFIG", buildModbus},
 	"MQTT_BRIDGE":   {"DESTINATION_CONFIG", buildBridge},
 	"OPCUA":         {"OPCUA_CONFIG", buildOPCUA},
+	"SIEMENS_S7":    {"S7_CONFIG", buildS7},
 }
 
 // build reads a connector's definition: the shared parts, then the
@@ -59,4 +61,9 @@ func buildBridge(s *drivers.Spec, env drivers.Env, errs *[]error) (runner, strin
 func buildOPCUA(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
 	cfg := opcua.Parse(s)
 	return &poller{newDevice: func() drivers.Device { return opcua.New(cfg) }, subscribe: cfg.Subscribe}, cfg.Describe()
+}
+
+func buildS7(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
+	cfg := s7.Parse(s)
+	return &poller{newDevice: func() drivers.Device { return s7.New(cfg) }}, cfg.Describe()
 }
