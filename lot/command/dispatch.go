@@ -60,6 +60,21 @@ type Environment interface {
 	SetSecret(ctx context.Context, c Caller, name, value string) error
 }
 
+// EnvironmentEditor is an optional capability of Environment: -listEnv,
+// -removeEnv, -listSecrets (names only) and -removeSecret.
+type EnvironmentEditor interface {
+	ListEnv(ctx context.Context, c Caller) (map[string]string, error)
+	RemoveEnv(ctx context.Context, c Caller, name string) error
+	ListSecrets(ctx context.Context, c Caller) ([]string, error)
+	RemoveSecret(ctx context.Context, c Caller, name string) error
+}
+
+// RuleRestorer is an optional capability of Entities: -restoreRules puts
+// the seed rules back as a new broker has them and returns their names.
+type RuleRestorer interface {
+	RestoreRules(ctx context.Context, c Caller) ([]string, error)
+}
+
 // Projects loads projects and lists what is deployed.
 type Projects interface {
 	LoadProject(ctx context.Context, c Caller, name string) (data any, err error)
@@ -169,6 +184,22 @@ func (d *Dispatcher) dispatch(ctx context.Context, c Caller, cmd Command) Reply 
 			return unavailable(cmd)
 		}
 		return d.environment(ctx, c, cmd)
+	case ListEnv, RemoveEnv, ListSecrets, RemoveSecret:
+		ed, ok := d.h.Environment.(EnvironmentEditor)
+		if !ok {
+			return unavailable(cmd)
+		}
+		return d.editEnvironment(ctx, c, cmd, ed)
+	case RestoreRules:
+		rr, ok := d.h.Entities.(RuleRestorer)
+		if !ok {
+			return unavailable(cmd)
+		}
+		names, err := rr.RestoreRules(ctx, c)
+		if err != nil {
+			return withErr(failure(cmd, fmt.Sprintf("Error restoring the rules: %v", err)), err, "")
+		}
+		return success(cmd, "Rule", "", "Rules restored successfully: "+strings.Join(names, ", "), map[string]any{"restored": names})
 	case LoadProject, ListEntities:
 		if d.h.Projects == nil {
 			return unavailable(cmd)
@@ -257,6 +288,39 @@ func (d *Dispatcher) userSettings(ctx context.Context, c Caller, cmd Command, us
 		return entityFailure(cmd, "User", cmd.Target, verb, err)
 	}
 	return success(cmd, "User", cmd.Target, done, data)
+}
+
+func (d *Dispatcher) editEnvironment(ctx context.Context, c Caller, cmd Command, ed EnvironmentEditor) Reply {
+	switch cmd.Verb {
+	case ListEnv:
+		vals, err := ed.ListEnv(ctx, c)
+		if err != nil {
+			return withErr(failure(cmd, fmt.Sprintf("Error listing environment variables: %v", err)), err, "")
+		}
+		if vals == nil {
+			vals = map[string]string{}
+		}
+		return success(cmd, "Environment variable", "", fmt.Sprintf("%d environment variables", len(vals)), map[string]any{"env": vals})
+	case ListSecrets:
+		names, err := ed.ListSecrets(ctx, c)
+		if err != nil {
+			return withErr(failure(cmd, fmt.Sprintf("Error listing secrets: %v", err)), err, "")
+		}
+		if names == nil {
+			names = []string{}
+		}
+		return success(cmd, "Secret", "", fmt.Sprintf("%d secrets", len(names)), map[string]any{"secrets": names})
+	}
+	label, err := "Environment variable", error(nil)
+	if cmd.Verb == RemoveSecret {
+		label, err = "Secret", ed.RemoveSecret(ctx, c, cmd.Target)
+	} else {
+		err = ed.RemoveEnv(ctx, c, cmd.Target)
+	}
+	if err != nil {
+		return entityFailure(cmd, label, cmd.Target, "remove", err)
+	}
+	return success(cmd, label, cmd.Target, fmt.Sprintf("%s %s removed successfully!", label, cmd.Target), nil)
 }
 
 func (d *Dispatcher) environment(ctx context.Context, c Caller, cmd Command) Reply {

@@ -34,6 +34,11 @@ const (
 	ListUserGroups
 	SetEnv
 	SetSecret
+	ListEnv
+	RemoveEnv
+	ListSecrets
+	RemoveSecret
+	RestoreRules
 	LoadProject
 	ListEntities
 	// UpdateData refreshes $SYS statistics and, as in the reference, gets
@@ -86,6 +91,11 @@ var verbs = [numVerbs]verbInfo{
 	ListUserGroups:      {[]string{"listUserGroups"}, "", argsName, "UserManagementUpdate"},
 	SetEnv:              {[]string{"setEnv"}, "", argsAssign, "SystemConfiguration"},
 	SetSecret:           {[]string{"setSecret"}, "", argsAssign, "SystemConfiguration"},
+	ListEnv:             {[]string{"listEnv"}, "", argsNone, "SystemConfiguration"},
+	RemoveEnv:           {[]string{"removeEnv"}, "", argsName, "SystemConfiguration"},
+	ListSecrets:         {[]string{"listSecrets"}, "", argsNone, "SystemConfiguration"},
+	RemoveSecret:        {[]string{"removeSecret"}, "", argsName, "SystemConfiguration"},
+	RestoreRules:        {[]string{"restoreRules"}, "", argsNone, "SystemConfiguration"},
 	LoadProject:         {[]string{"loadProject"}, "", argsName, "SystemConfiguration"},
 	ListEntities:        {[]string{"listEntities"}, "", argsNone, "SystemConfiguration"},
 	UpdateData:          {[]string{"updateData"}, "", argsNone, ""},
@@ -136,10 +146,9 @@ func init() {
 			"assetConfigSave", "assetConfigLoad", "assetPolicySet", "assetNameSet"}},
 		{"it is not implemented yet", []string{"actionTrace", "lotDiagnostic", "getPendingStatus", "listRoutes",
 			"listConnectors", "routeCode", "listTemplates", "checkRouteConnection", "connectionStatus", "routeCertificates",
-			"restoreRules", "addProject", "removeProject", "unloadProject", "listProjects", "getProject",
+			"addProject", "removeProject", "unloadProject", "listProjects", "getProject",
 			"duplicateProject", "projectCheckout", "projectPull", "projectPush", "projectStatus", "projectManifest",
-			"removeEnv", "listEnv",
-			"removeSecret", "listSecrets", "auditStatus", "auditQuery", "decryptAudit", "addTraceLog", "listTraceLogs",
+			"auditStatus", "auditQuery", "decryptAudit", "addTraceLog", "listTraceLogs",
 			"removeTraceLog", "removeAllTraceLogs"}},
 	}
 	for _, r := range reasons {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -69,5 +70,58 @@ func (c *client) publishRetained(t testing.TB, topic, payload string) {
 	defer cancel()
 	if _, err := c.Publish(ctx, &paho.Publish{Topic: topic, Payload: []byte(payload), QoS: 1, Retain: true}); err != nil {
 		t.Fatalf("publish %s: %v", topic, err)
+	}
+}
+
+// TestRestoreRulesAndRuleCount: -restoreRules brings the seed rules back
+// (here: after AllowConnect was removed, ordinary users connect again),
+// other rules stay, and $SYS/Coreflux/Config/Rules counts the rules.
+func TestRestoreRulesAndRuleCount(t *testing.T) {
+	h := newHarness(t)
+	if got, _ := h.retained(RulesCountTopic); got != "3" {
+		t.Errorf("%s = %q, want 3 (the seeds)", RulesCountTopic, got)
+	}
+	h.mustCommand(`-addRule DEFINE RULE Mine WITH PRIORITY 100 FOR Publish TO TOPIC "mine/#" DENY`)
+	h.mustCommand("-removeRule AllowConnect")
+	if _, _, err := h.tryConnect("bob", "bob-locked"); err == nil {
+		t.Fatal("bob connected without AllowConnect")
+	}
+	if got, _ := h.retained(RulesCountTopic); got != "3" {
+		t.Errorf("%s = %q, want 3", RulesCountTopic, got)
+	}
+	r := h.mustCommand("-restoreRules")
+	if !strings.Contains(r.Message, "AllowConnect") {
+		t.Errorf("-restoreRules: %+v", r)
+	}
+	h.connect("bob", "bob-back")
+	if _, ok := h.store.Get("rule", "Mine"); !ok {
+		t.Error("-restoreRules removed a user rule")
+	}
+	if got, _ := h.retained(RulesCountTopic); got != "4" {
+		t.Errorf("%s = %q, want 4", RulesCountTopic, got)
+	}
+}
+
+// TestEnvironmentCommands: -listEnv shows the values, -listSecrets only
+// the names; -removeEnv and -removeSecret remove one, and say when there
+// was none.
+func TestEnvironmentCommands(t *testing.T) {
+	h := newHarness(t)
+	h.mustCommand("-setEnv PLANT=north")
+	h.mustCommand("-setSecret TOKEN=s3cr3t-value")
+	if r := h.mustCommand("-listEnv"); !strings.Contains(string(r.Data), `"PLANT":"north"`) {
+		t.Errorf("-listEnv: %s", r.Data)
+	}
+	r := h.mustCommand("-listSecrets")
+	if !strings.Contains(string(r.Data), `"TOKEN"`) || strings.Contains(string(r.Data)+r.Message, "s3cr3t") {
+		t.Errorf("-listSecrets: %s %s", r.Message, r.Data)
+	}
+	h.mustCommand("-removeEnv PLANT")
+	h.mustCommand("-removeSecret TOKEN")
+	if r := h.command("-removeEnv PLANT"); r.Success || !strings.Contains(r.Message, "not found") {
+		t.Errorf("second -removeEnv: %+v", r)
+	}
+	if r := h.mustCommand("-listSecrets"); strings.Contains(string(r.Data), "TOKEN") {
+		t.Errorf("-listSecrets after -removeSecret: %s", r.Data)
 	}
 }

@@ -52,6 +52,7 @@ func (e *Engine) install(list []defs.Definition, events []defs.Event) {
 	}
 	e.dep.Store(d)
 	e.rules.Swap(d.rules)
+	e.publishRuleCount(d.rules)
 	e.o.Broker.ReauthorizeSubscriptions() // a narrower or wider rule changes what subscriptions read
 	e.watch(append(slices.Clone(e.o.Watch), d.watch...))
 	e.reschedule(d)
