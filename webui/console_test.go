@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // client is a browser without JavaScript: a cookie jar, no redirects
@@ -131,5 +132,38 @@ func TestPagesNeedLogin(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("unfingerprinted asset: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestConnectorState: a connector whose device does not answer is listed
+// as failed, with the drivers' error.
+func TestConnectorState(t *testing.T) {
+	cn := startConsoleNode(t, true)
+	c := newClient(t)
+	loginHTTP(t, c, cn, "root", cn.rootPW)
+	src := "DEFINE CONNECTOR PLC1 WITH TYPE MODBUS_TCP\n" +
+		"    ADD MODBUS_CONFIG\n        WITH HOST \"127.0.0.1\"\n        WITH PORT '1'\n        WITH SLAVE_ID '1'\n" +
+		"    ADD MAPPING Fast\n        WITH EVERY 500 MILLISECONDS\n        WITH SOURCE_TOPIC \"plc1\"\n" +
+		"        ADD TAG Temperature\n            WITH ADDRESS \"100\"\n            WITH ADDRESS_TYPE \"HOLDING_REGISTER\"\n            WITH DATA_TYPE \"INT16\"\n"
+	tok := getToken(t, c, cn.base+"lot/edit?kind=connector")
+	if code, body := postForm(t, c, cn.base+"lot/deploy", url.Values{"csrf": {tok}, "kind": {"connector"}, "src": {src}}); code != http.StatusSeeOther {
+		t.Fatalf("deploy: %d %s", code, body)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := c.Get(cn.base + "lot/rows")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		row := string(b)
+		if i := strings.Index(row, "PLC1"); i >= 0 && strings.Contains(row[i:], "state-failed") && strings.Contains(row[i:], "MODBUS_TCP") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connector never listed as failed:\n%s", row)
+		}
+		time.Sleep(200 * time.Millisecond) // polling a page, as the browser does
 	}
 }

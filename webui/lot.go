@@ -50,6 +50,8 @@ type entity struct {
 	State      string // running, failed (does not build)
 	Problem    string // why it does not run
 	LastError  string // the last runtime error, from $SYS/Coreflux/Actions/<name>/Error
+	Detail     string // a connector's device and connection
+	RunsOn     string // "this node", or the node a connector is pinned to
 }
 
 type lotList struct {
@@ -77,7 +79,7 @@ func (c *Console) listEntities(ctx context.Context, user string) ([]entity, erro
 		json.Unmarshal(data[k+"s"], &names)
 		slices.Sort(names)
 		for _, n := range names {
-			e := entity{Kind: k, Name: n, State: "running"}
+			e := entity{Kind: k, Name: n, State: "running", RunsOn: "this node"}
 			for _, b := range broken {
 				if strings.EqualFold(b.Kind, k) && b.Name == n {
 					e.State, e.Problem = "failed", b.Error
@@ -96,10 +98,61 @@ func (c *Console) listEntities(ctx context.Context, user string) ([]entity, erro
 					}
 				}
 			}
+			if k == "connector" && e.State == "running" {
+				c.connectorState(&e)
+			}
 			out = append(out, e)
 		}
 	}
 	return out, nil
+}
+
+// connectorStatus is the retained $SYS/Coreflux/Connectors/<name>/status
+// the drivers publish (docs/connectors.md).
+type connectorStatus struct {
+	Type       string            `json:"type"`
+	Device     string            `json:"device"`
+	Connection string            `json:"connection"`
+	Health     string            `json:"health"`
+	LastError  string            `json:"lastError"`
+	TagErrors  map[string]string `json:"tagErrors"`
+}
+
+var clusterNodeLine = regexp.MustCompile(`(?i)\bCLUSTER_NODE\s+["']?([A-Za-z0-9_.\-]+)`)
+
+// connectorState fills a connector's state from its status: running
+// (connected, all tags good), degraded (tags failing), failed (no
+// connection), standby (stopped here); and the node it is pinned to.
+func (c *Console) connectorState(e *entity) {
+	if src, ok := c.o.Retained(sysTopic("connector", e.Name)); ok {
+		if m := clusterNodeLine.FindSubmatch(src); m != nil {
+			e.RunsOn = "pinned to " + string(m[1])
+		}
+	}
+	p, ok := c.o.Retained(sysTopic("connector", e.Name) + "/status")
+	var st connectorStatus
+	if !ok || json.Unmarshal(p, &st) != nil {
+		e.State, e.Detail = "standby", "no status published by this node"
+		return
+	}
+	e.Detail = strings.TrimSpace(st.Type + " " + st.Device + ": " + st.Connection + ", " + st.Health)
+	switch {
+	case st.Connection == "Stopped":
+		e.State = "standby"
+	case st.Health == "Red" || st.Connection != "Connected":
+		e.State = "failed"
+	case st.Health == "Yellow":
+		e.State = "degraded"
+	}
+	e.LastError = st.LastError
+	tags := make([]string, 0, len(st.TagErrors))
+	for tag, msg := range st.TagErrors {
+		tags = append(tags, tag+": "+msg)
+	}
+	slices.Sort(tags)
+	if len(tags) > 0 {
+		e.LastError = strings.TrimSpace(e.LastError + " " + strings.Join(tags, "; "))
+	}
 }
 
 func (c *Console) serveLoT(w http.ResponseWriter, r *http.Request, rq *req) {

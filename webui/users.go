@@ -169,5 +169,5 @@ func (c *Console) serveRemoveUser(w http.ResponseWriter, r *http.Request, rq *re
 	f := c.frame(rq, "Remove "+name, "users")
 	c.render(w, r, http.StatusOK, ConfirmPage(f, confirm{Title: "Remove user " + name,
 		Question: "Remove " + name + "? They can no longer log in over MQTT or here; their console sessions end.",
-		Action: prefix + "users/remove", Fields: map[string]string{"name": name}, Yes: "Remove " + name, Back: prefix + "users"}))
+		Action:   prefix + "users/remove", Fields: map[string]string{"name": name}, Yes: "Remove " + name, Back: prefix + "users"}))
 }
