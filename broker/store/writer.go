@@ -161,6 +161,10 @@ func (s *Store) stampAlive() {
 	}
 }
 
+// entriesFillPercent is how full bbolt fills the pages of the entries
+// bucket before it splits them (see applyOps).
+const entriesFillPercent = 0.95
+
 // buckets are the data buckets of one transaction.
 type buckets struct {
 	sessions, entries, qos2, retained *bolt.Bucket
@@ -179,6 +183,11 @@ func applyOps(tx *bolt.Tx, ops []queuedOp) (written, skipped int, err error) {
 	if b.sessions == nil || b.entries == nil || b.qos2 == nil || b.retained == nil {
 		return 0, 0, errors.New("store: a bucket is missing")
 	}
+	// A session's entries are keyed by (client id, sequence): new ones go
+	// at the end of its range, so full pages are split off instead of
+	// half-full ones, which halves the pages a group commit writes and
+	// the file grows by (bbolt's default, 0.5, suits random inserts).
+	b.entries.FillPercent = entriesFillPercent
 	for i := range ops {
 		op := &ops[i]
 		if err := b.apply(op); err != nil {

@@ -311,3 +311,40 @@ func benchPersist(b *testing.B, size int, waitEach bool) {
 	b.ReportMetric(float64(st.Ops)/float64(max(st.Commits, 1)), "ops/commit")
 	b.ReportMetric(float64(st.P99().Microseconds()), "p99-commit-µs")
 }
+
+// A queue growing in group commits fills the entries' pages: appended
+// entries split full pages off, not half-full ones (bbolt's default),
+// so the live data is about the records' size, not twice it. Measured:
+// 167 B per 16-byte message at the default, 84 B with the setting.
+func TestQueuedEntriesFillPages(t *testing.T) {
+	s, err := store.Open(filepath.Join(t.TempDir(), "gantry.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	msg := &broker.Message{Topic: "bench/p17/t", Payload: make([]byte, 16), QoS: 1, ClientID: "p17"}
+	const batches, perBatch = 40, 500
+	seq := uint64(0)
+	before, _ := s.Usage()
+	for range batches {
+		done := make(chan error, 1)
+		for range perBatch {
+			seq++
+			e := &broker.EntryRecord{Seq: seq, Msg: msg, QoS: 1}
+			s.Persist([]broker.PersistOp{{Kind: broker.PersistEntry, ClientID: "durable-sub", Entry: e}}, nil)
+		}
+		s.Persist(nil, func(err error) { done <- err })
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := s.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perEntry := (u.LiveBytes - before.LiveBytes) / int64(seq)
+	t.Logf("%d entries: %d live bytes each", seq, perEntry)
+	if perEntry > 120 {
+		t.Fatalf("%d live bytes per queued 16-byte message, want under 120 (pages filled)", perEntry)
+	}
+}
