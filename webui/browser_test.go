@@ -57,6 +57,8 @@ func TestBrowserHealthLive(t *testing.T) {
 	darkTablet(t, ctx)
 	do(t, ctx, chromedp.Reload())
 	waitJS(t, ctx, `document.querySelector("#live-stamp").textContent.startsWith("Updated")`)
+	// The chart starts from the node's recent history, not empty.
+	waitJS(t, ctx, `!!document.querySelector("#rate-chart canvas")`)
 	if bg := evalJS[string](t, ctx, `getComputedStyle(document.body).backgroundColor`); bg != "rgb(18, 18, 18)" {
 		t.Errorf("dark mode background = %s", bg)
 	}

@@ -90,6 +90,7 @@ type Console struct {
 	throttle Throttle
 	drafts   *drafts
 	wizard   *wizard
+	rates    rateHistory
 	mux      *http.ServeMux
 }
 

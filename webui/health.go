@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"gantry/cluster"
@@ -68,6 +69,10 @@ func (c *Console) serveHealthEvents(w http.ResponseWriter, r *http.Request, rq *
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	io.WriteString(w, "retry: 2000\n\n")
+	if hist := c.rates.recent(time.Now()); len(hist) > 0 {
+		b, _ := json.Marshal(hist)
+		writeEvent(w, "history", string(b))
+	}
 	t := time.NewTicker(c.o.Interval)
 	defer t.Stop()
 	prev := c.healthNow()
@@ -81,7 +86,9 @@ func (c *Console) serveHealthEvents(w http.ResponseWriter, r *http.Request, rq *
 		buf.Reset()
 		HealthLive(cur).Render(r.Context(), &buf)
 		writeEvent(w, "tiles", buf.String())
-		rate, _ := json.Marshal(map[string]any{"t": cur.At.Unix(), "in": cur.InRate, "out": cur.OutRate})
+		pt := ratePoint{T: cur.At.Unix(), In: cur.InRate, Out: cur.OutRate}
+		c.rates.add(pt)
+		rate, _ := json.Marshal(pt)
 		writeEvent(w, "rate", string(rate))
 		if err := rc.Flush(); err != nil {
 			return
@@ -172,4 +179,42 @@ func ownerSummary(st cluster.Status) string {
 		parts[i] = fmt.Sprintf("%s %d", n, counts[n])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// ratePoint is one second of the throughput chart.
+type ratePoint struct {
+	T   int64   `json:"t"` // Unix seconds
+	In  float64 `json:"in"`
+	Out float64 `json:"out"`
+}
+
+// rateHistory keeps the last two minutes of rates the live streams
+// computed, so that a page opened (or reloaded) starts with a chart.
+type rateHistory struct {
+	mu  sync.Mutex // guards pts
+	pts []ratePoint
+}
+
+const rateHistoryLen = 120
+
+// add keeps p unless a stream already gave a point for that second.
+func (h *rateHistory) add(p ratePoint) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.pts); n > 0 && h.pts[n-1].T >= p.T {
+		return
+	}
+	h.pts = append(h.pts, p)
+	if len(h.pts) > rateHistoryLen {
+		h.pts = slices.Delete(h.pts, 0, len(h.pts)-rateHistoryLen)
+	}
+}
+
+// recent returns the points of the last two minutes before now.
+func (h *rateHistory) recent(now time.Time) []ratePoint {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	from := now.Add(-rateHistoryLen * time.Second).Unix()
+	i, _ := slices.BinarySearchFunc(h.pts, from, func(p ratePoint, t int64) int { return int(p.T - t) })
+	return slices.Clone(h.pts[i:])
 }

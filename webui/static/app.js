@@ -46,6 +46,12 @@
         if (live) live.innerHTML = e.data;
         last = Date.now(); tick();
       });
+      es.addEventListener("history", function (e) {
+        var pts = JSON.parse(e.data);
+        xs = []; ins = []; outs = [];
+        pts.forEach(function (p) { xs.push(p.t); ins.push(p.in); outs.push(p.out); });
+        if (xs.length >= 2) { if (!plot) makePlot(); else plot.setData([xs, ins, outs]); }
+      });
       es.addEventListener("rate", function (e) {
         var p = JSON.parse(e.data);
         if (xs.length && p.t <= xs[xs.length - 1]) return;
