@@ -105,3 +105,19 @@ func TestBrowserKeyboard(t *testing.T) {
 	do(t, ctx, chromedp.Focus(chromedp.CSS(`nav a[href="/ui/lot"]`)), chromedp.KeyEvent("\r"))
 	waitJS(t, ctx, `location.pathname === "/ui/lot"`)
 }
+
+// TestBrowserSessionEnds: a health page left open goes to the login when
+// its user is removed.
+func TestBrowserSessionEnds(t *testing.T) {
+	cn := startConsoleNode(t, true)
+	if err := cn.n.Users.Add("viewer", "viewer-pass-1", false); err != nil {
+		t.Fatal(err)
+	}
+	ctx := newBrowser(t, 1024, 768)
+	login(t, ctx, cn, "viewer", "viewer-pass-1")
+	waitJS(t, ctx, `location.pathname === "/ui/health" && document.querySelector("#live-stamp").textContent.startsWith("Updated")`)
+	if err := cn.n.Users.Remove("viewer"); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `location.pathname === "/ui/login"`)
+}

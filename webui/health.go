@@ -101,6 +101,9 @@ func (c *Console) serveHealthEvents(w http.ResponseWriter, r *http.Request, rq *
 			return
 		case <-t.C:
 		}
+		if _, ok := c.o.Users.Lookup(rq.user.Name); !ok || !c.sessions.alive(rq.sess.id) {
+			return // logged out, expired or removed: the page finds out and goes to the login
+		}
 	}
 }
 

@@ -96,6 +96,16 @@ func (s *sessions) get(id string) *session {
 	return ss
 }
 
+// alive reports whether a session still lives, without counting as use:
+// a page left open on live data still expires when nobody touches it.
+func (s *sessions) alive(id string) bool {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.m[id]
+	return ss != nil && now.Sub(ss.seen) <= sessionIdle && now.Sub(ss.created) <= sessionLifetime
+}
+
 func (s *sessions) remove(id string) {
 	s.mu.Lock()
 	delete(s.m, id)

@@ -35,6 +35,11 @@
           (last ? new Date(last).toLocaleTimeString() : "before the page loaded") + ".";
       }
       document.body.classList.add("offline");
+      // The node may answer but have ended the session: then the page
+      // itself redirects, and a reload leads to the login.
+      fetch(location.href, {redirect: "manual", credentials: "same-origin"}).then(function (r) {
+        if (r.type === "opaqueredirect") location.reload();
+      }).catch(function () {});
     }
     function connect() {
       es = new EventSource(root.dataset.events);
