@@ -11,7 +11,7 @@ GOARCH_arm64 := arm64
 GOARCH_armv7 := arm
 GOARCH_amd64 := amd64
 
-.PHONY: build run test cross test32 lint fuzz bench clean boot-smoke console-check console-editor console-screenshots
+.PHONY: build run test cross test32 lint fuzz bench bench-cluster clean boot-smoke console-check console-editor console-screenshots
 
 ARCHS    := arm64 armv7 amd64
 # Packages whose tests also run as a 32-bit (386) build: pure code where an
@@ -98,6 +98,12 @@ console-editor:
 console-screenshots:
 	mkdir -p docs/screenshots
 	GANTRY_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'Browser' ./webui/
+
+# The data plane's cost: the same closed-loop load against one node and
+# across three clustered loopback nodes (publishers on one, subscribers on
+# another), side by side. Prints a table; about 40 s.
+bench-cluster: build
+	$(GO) run ./build/bench/crossnode -gantry bin/gantry
 
 clean:
 	rm -rf bin

@@ -98,7 +98,10 @@ type Usage struct {
 
 // Config is how to run a scenario.
 type Config struct {
-	Addr        string   // broker address, host:port
+	Addr string // broker address, host:port
+	// SubAddr, when set, is where the subscribers connect instead of Addr:
+	// another node of a cluster, for cross-node figures.
+	SubAddr     string
 	Sources     []net.IP // local source addresses, used round robin (nil: any)
 	QoS         byte     // 0 or 1
 	PayloadSize int      // bytes, at least StampSize

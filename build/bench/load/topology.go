@@ -81,7 +81,11 @@ func (r *run) connect(ctx context.Context) error {
 	if r.sc.Topology == Offline {
 		err = r.park(ctx, d, pl.filters[0])
 	} else {
-		err = r.connectSubscribers(ctx, d, pl)
+		sd := d
+		if r.cfg.SubAddr != "" {
+			sd.addr = r.cfg.SubAddr
+		}
+		err = r.connectSubscribers(ctx, sd, pl)
 	}
 	if err != nil {
 		return err

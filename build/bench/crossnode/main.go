@@ -1,0 +1,202 @@
+// Command crossnode measures what the cluster's data plane costs: the same
+// closed-loop load (build/bench/load) against one node without clustering,
+// and against three clustered loopback nodes with the publishers on one
+// node and the subscribers on another, rounds alternating side by side.
+// It prints a Markdown table of deliveries/s and the cross-node ratio.
+//
+//	go run ./build/bench/crossnode -gantry bin/gantry [-rounds 2] [-duration 2s] [-durable]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gantry/build/bench/load"
+)
+
+func main() {
+	bin := flag.String("gantry", "bin/gantry", "the gantry binary")
+	rounds := flag.Int("rounds", 2, "rounds per variant, single node and cluster alternating")
+	duration := flag.Duration("duration", 2*time.Second, "measurement window per run")
+	warmup := flag.Duration("warmup", time.Second, "load before the window")
+	durable := flag.Bool("durable", false, "durability on every node (QoS 1 acknowledged after fsync)")
+	flag.Parse()
+	if err := run(*bin, *rounds, *duration, *warmup, *durable); err != nil {
+		fmt.Fprintln(os.Stderr, "crossnode:", err)
+		os.Exit(1)
+	}
+}
+
+type node struct {
+	ip   string
+	dir  string
+	cmd  *exec.Cmd
+	name string
+}
+
+func (n *node) mqtt() string { return net.JoinHostPort(n.ip, "1883") }
+
+func run(bin string, rounds int, duration, warmup time.Duration, durable bool) error {
+	root, err := os.MkdirTemp("", "gantry-crossnode-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	single := &node{ip: "127.0.91.1", dir: filepath.Join(root, "single"), name: "single"}
+	var cluster []*node
+	var seeds []string
+	for i := range 3 {
+		n := &node{ip: fmt.Sprintf("127.0.92.%d", i+1), dir: filepath.Join(root, fmt.Sprint("node-", i)), name: fmt.Sprint("broker-", i)}
+		cluster = append(cluster, n)
+		seeds = append(seeds, n.ip+":9200")
+	}
+	base := func(n *node) []string {
+		return append(os.Environ(), "COREFLUX_DATA_DIR="+n.dir, "COREFLUX_MQTT_BIND_IP="+n.ip,
+			"COREFLUX_MQTT_WEBSOCKET_PORT=0", "COREFLUX_OPS_PORT=9100", "COREFLUX_OPS_SYS_INTERVAL_SECONDS=0",
+			"COREFLUX_LOG_LEVEL=warn", fmt.Sprint("COREFLUX_DURABILITY_ENABLED=", durable),
+			"COREFLUX_MQTT_MAX_QUEUED_MESSAGES=100000")
+	}
+	defer func() {
+		for _, n := range append(cluster, single) {
+			if n.cmd != nil {
+				n.cmd.Process.Kill()
+				n.cmd.Wait()
+			}
+		}
+	}()
+	if err := start(bin, single, base(single)); err != nil {
+		return err
+	}
+	for _, n := range cluster {
+		env := append(base(n), "COREFLUX_CLUSTER_ENABLED=true", "COREFLUX_CLUSTER_ID=bench",
+			"COREFLUX_CLUSTER_NODE_NAME="+n.name, "COREFLUX_CLUSTER_DISCOVERY=seeds",
+			"COREFLUX_CLUSTER_SEEDS="+strings.Join(seeds, ","), "COREFLUX_CLUSTER_SHARED_SECRET=bench-secret",
+			"COREFLUX_CLUSTER_BOOTSTRAP_GRACE_SECONDS=1", "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster")
+		add := exec.Command(bin, "-addUser", "cluster", "bench-password")
+		add.Env = env
+		if out, err := add.CombinedOutput(); err != nil {
+			return fmt.Errorf("-addUser: %v %s", err, out)
+		}
+		if err := start(bin, n, env); err != nil {
+			return err
+		}
+	}
+	if err := linksUp(cluster, 60*time.Second); err != nil {
+		return err
+	}
+	scenarios := []load.Scenario{
+		{Name: "fanin", Topology: load.FanIn, Clients: 100, Window: 64},
+		{Name: "pairs", Topology: load.Pairs, Clients: 100, Window: 64},
+	}
+	fmt.Printf("| scenario | QoS | one node (deliveries/s) | cross-node (deliveries/s) | cross-node / one node | lost |\n|---|---|---|---|---|---|\n")
+	for _, sc := range scenarios {
+		for _, qos := range []byte{0, 1} {
+			var one, cross []float64
+			lost := uint64(0)
+			for range rounds {
+				for _, cross3 := range []bool{false, true} {
+					cfg := load.Config{QoS: qos, PayloadSize: 16, Warmup: warmup, Duration: duration, Addr: single.mqtt()}
+					if cross3 {
+						cfg.Addr, cfg.SubAddr = cluster[0].mqtt(), cluster[1].mqtt()
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), duration+warmup+30*time.Second)
+					res, err := load.Run(ctx, sc, cfg)
+					cancel()
+					if err != nil {
+						return fmt.Errorf("%s qos %d cross=%v: %w", sc.Name, qos, cross3, err)
+					}
+					lost += res.Lost
+					if cross3 {
+						cross = append(cross, res.OutRate)
+					} else {
+						one = append(one, res.OutRate)
+					}
+				}
+			}
+			o, c := median(one), median(cross)
+			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f | %d |\n", sc.Name, qos, o, c, c/o, lost)
+		}
+	}
+	return nil
+}
+
+func start(bin string, n *node, env []string) error {
+	n.cmd = exec.Command(bin, "-dev")
+	n.cmd.Env = env
+	if err := n.cmd.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", n.mqtt(), 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond) // a process starting: nothing to wait on but its port
+	}
+	return fmt.Errorf("%s does not listen on %s", n.name, n.mqtt())
+}
+
+// linksUp waits until every node reports a link to each other node.
+func linksUp(nodes []*node, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		last = nil
+		for _, n := range nodes {
+			var v struct {
+				DataPlane *struct {
+					Peers []struct {
+						Connected bool `json:"connected"`
+					} `json:"peers"`
+				} `json:"dataPlane"`
+			}
+			resp, err := http.Get("http://" + n.ip + ":9100/cluster")
+			if err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&v)
+				resp.Body.Close()
+			}
+			up := 0
+			if err == nil && v.DataPlane != nil {
+				for _, p := range v.DataPlane.Peers {
+					if p.Connected {
+						up++
+					}
+				}
+			}
+			if err != nil || up != len(nodes)-1 {
+				last = fmt.Errorf("%s: %d links up (%v)", n.name, up, err)
+				break
+			}
+		}
+		if last == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return last
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
