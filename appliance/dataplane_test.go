@@ -561,5 +561,61 @@ func TestDataPlaneSenderRestartKeepsBacklog(t *testing.T) {
 	c.start()
 	var back collector
 	defer closeV5(subscribeV5(t, c.addr(), "persistent-c", 3600, "line/#", 1, &back))
-	eventually(t, 30*time.Second, func() error { return back.has(sent...) })
+	eventually(t, 30*time.Second, func() error {
+		if err := back.has(sent...); err != nil {
+			dp, _ := dataPlaneView(a.ip)
+			dc, _ := dataPlaneView(c.ip)
+			return fmt.Errorf("%w; a: %+v; c: %+v", err, dp, dc)
+		}
+		return nil
+	})
+}
+
+// TestDataPlaneRoutesByInterest: a message crosses only to nodes with a
+// subscriber for it (c, subscribed to nothing of it, receives none of it),
+// retained messages go everywhere, and an interest added on c reaches a
+// before c's SUBACK.
+func TestDataPlaneRoutesByInterest(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var onB collector
+	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "only-b/#", 1, &onB))
+	before, err := dataPlaneView(c.ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		publishV5(t, a.addr(), "only-b/x", fmt.Sprint("qos0-", i), 0)
+		publishV5(t, a.addr(), "only-b/x", fmt.Sprint("qos1-", i), 1)
+	}
+	eventually(t, 10*time.Second, func() error { return onB.has("qos0-9", "qos1-9") })
+	publishV5(t, a.addr(), "config/x", "retained-everywhere", 1) // marker, and retained below
+	cmd := exec.Command(needTool(t, "mosquitto_pub"), "-h", a.ip, "-t", "config/line", "-m", "v1", "-r", "-q", "1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("retained publish: %v %s", err, out)
+	}
+	eventually(t, 10*time.Second, func() error {
+		out, err := exec.Command(needTool(t, "mosquitto_sub"), "-h", c.ip, "-t", "config/line", "-C", "1", "-W", "2").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "v1" {
+			return fmt.Errorf("retained on c: %q %v", out, err)
+		}
+		return nil
+	})
+	after, err := dataPlaneView(c.ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Received.Messages - before.Received.Messages; got != 1 {
+		t.Fatalf("c received %d messages from its peers, want only the retained one", got)
+	}
+	// c subscribes; a message published on a at once after the SUBACK
+	// reaches it (its interest reached a first).
+	for i := range 5 {
+		var late collector
+		id := fmt.Sprint("late-", i)
+		cl := subscribeV5(t, c.addr(), id, 0, "only-b/"+id, 1, &late)
+		publishV5(t, a.addr(), "only-b/"+id, id, 0)
+		eventually(t, 10*time.Second, func() error { return late.has(id) })
+		closeV5(cl)
+	}
 }

@@ -43,6 +43,8 @@ func (n *Node) openDataPlane() error {
 	}
 	n.dataPlane = p
 	n.Broker.AddPublishHook(p)
+	n.Broker.SetSubscribeHook(p) // a SUBACK waits until the peers know the interest
+	n.Broker.AddObserver(p)      // a peer's link going away makes its interest stale
 	n.Broker.SetAuthenticator(p.Authenticator(n.authn))
 	n.Broker.SetAuthorizer(p.Authorizer(n.LoT.Authorizer()))
 	if cl.Topology == "ring" {

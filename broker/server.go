@@ -35,6 +35,7 @@ type Server struct {
 	// (linger.go).
 	lingering chan struct{}
 	hooks     []PublishHook
+	subHook   SubscribeHook // nil: none
 	// publishMayBlock: a hook or the authorizer is not NonBlocking, so a
 	// publish may wait in them (see conn.handle). Set before Serve.
 	publishMayBlock bool

@@ -48,14 +48,28 @@ func (c *conn) handleSubscribe(sp *packet.Subscribe) error {
 		}
 		c.finishSubscribe(&ack, wants)
 	}
-	c.sess.mu.Lock()
-	// A durable session answers once its subscriptions are on disk: a
-	// client that has its SUBACK keeps the subscription across a crash.
-	deferred := c.sess.saveLocked(0, finish)
-	c.sess.mu.Unlock()
-	if !deferred {
-		finish(nil)
+	save := func() {
+		c.sess.mu.Lock()
+		// A durable session answers once its subscriptions are on disk: a
+		// client that has its SUBACK keeps the subscription across a crash.
+		deferred := c.sess.saveLocked(0, finish)
+		c.sess.mu.Unlock()
+		if !deferred {
+			finish(nil)
+		}
 	}
+	if h := c.srv.subHook; h != nil {
+		var added []string
+		for i, sub := range sp.Subscriptions {
+			if !ack.ReasonCodes[i].IsError() {
+				added = append(added, sub.Filter)
+			}
+		}
+		if len(added) > 0 && h.SubscriptionsAdded(added, save) {
+			return nil
+		}
+	}
+	save()
 	return nil
 }
 

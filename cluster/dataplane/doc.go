@@ -66,6 +66,26 @@
 // restart) keeps its records until it returns or the bound pushes them
 // out; the hook keeps nothing while the node has no peer at all.
 //
+// Retained messages travel reliably whatever their QoS, so a node that
+// was down gets the retained values published meanwhile.
+//
+// # Interest
+//
+// A message crosses the network only to the peers that have a session
+// (online or offline persistent, in-process clients included) whose filter
+// matches it; retained messages go to every peer. Each node announces its
+// filters to every peer over its own link (interest.go): a snapshot first
+// on every connection and again every 5 s (removals travel that way), and
+// each new filter at once from the SUBSCRIBE that added it
+// (broker.SubscribeHook): the SUBACK waits until every peer whose link is
+// up confirmed the addition (at most 2 s), so a message published on any
+// node after the SUBACK reaches the subscriber. A peer's announced
+// interest counts from the snapshot on its current connection until that
+// connection ends; meanwhile, and for a peer never heard from, everything
+// goes to it. The sender decides when it writes a record, so a subscription
+// added while a record waited for a link still gets it; records passed
+// over count as confirmed with the next frame.
+//
 // A peer that is down gets its reliable backlog when it returns, including
 // messages for its offline persistent sessions. Frames to one peer are in
 // publish order, so a publisher's messages arrive in order.
@@ -79,10 +99,10 @@
 // failover replay and duplicate suppression are one mechanism. Until then
 // the outbox is per node: a message acknowledged by a node that is then
 // lost for good, before its peers had it, is lost with it (part 2's quorum
-// write closes that). Also still to come: subscription-aware routing (today every
-// message goes to every peer), sessions, retained messages and users that
-// follow the cluster, cluster-wide shared subscriptions, the ring
-// topology, and TLS on the links (UseTls).
+// write closes that). Also still to come: sessions that follow the
+// client, retained messages caught up by a node that joins (and versioned
+// per topic), cluster-wide shared subscriptions, the ring topology, and TLS
+// on the links (UseTls).
 //
 // # Concurrency
 //

@@ -98,8 +98,7 @@ func (l *link) serve(ctx context.Context) error {
 	}
 	l.connects.Add(1)
 	l.connected.Store(true)
-	l.p.out.setUp(l.ps, true)
-	signal(l.ps)
+	l.p.linkUp(l.ps) // the interest snapshot goes first
 	var wg sync.WaitGroup
 	readErr := make(chan error, 1)
 	acked := make(chan struct{}, 1)
@@ -166,23 +165,25 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 	defer ping.Stop()
 	var pid uint16
 	var frame, out []byte
+	want := func(topic string) bool { return l.p.wants(l.peer, topic) }
+	nextPID := func() uint16 {
+		if pid++; pid == 0 {
+			pid = 1
+		}
+		return pid
+	}
 	lastWrite := time.Now()
 	for {
 		if l.p.out.inflight(l.ps) < lim.inflight {
 			frame = wire.AppendHeader(frame[:0], l.p.opts.NodeName, l.p.boot)
-			lastSeq, n := l.p.out.take(l.ps, lim.maxBytes, func(seq uint64, msg []byte) int {
+			fpid, n := l.p.out.take(l.ps, lim.maxBytes, want, func(seq uint64, msg []byte) int {
 				frame = wire.AppendRecord(frame, seq, msg)
 				return wire.RecordSize(seq, msg)
-			})
+			}, nextPID)
 			if n > 0 {
 				pub := packet.Publish{Topic: []byte(frameTopic), Payload: l.p.opts.Signer.Sign(frame)}
-				if lastSeq != 0 {
-					pid++
-					if pid == 0 {
-						pid = 1
-					}
-					pub.QoS, pub.PacketID = 1, pid
-					l.p.out.sent(l.ps, pid, lastSeq)
+				if fpid != 0 {
+					pub.QoS, pub.PacketID = 1, fpid
 				}
 				out = pub.Append(out[:0], packet.V5)
 				nc.SetWriteDeadline(time.Now().Add(linkKeepAlive))

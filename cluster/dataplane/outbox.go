@@ -8,8 +8,18 @@ import (
 // (wire.AppendMessage) and its number in this node's reliable stream, 0
 // for best effort.
 type entry struct {
-	seq uint64
-	msg []byte
+	seq    uint64
+	msg    []byte
+	topic  string // for the peers' interest; "" for control records
+	retain bool   // retained messages go to every peer, interested or not
+}
+
+// ctlEntry is a control record (an interest announcement): sent before
+// any message, in a reliable frame; done, when set, runs once the peer
+// confirmed it or the link went down.
+type ctlEntry struct {
+	msg  []byte
+	done func()
 }
 
 // sentFrame is a reliable frame written on a peer's current connection
@@ -18,15 +28,18 @@ type entry struct {
 type sentFrame struct {
 	pid     uint16
 	lastSeq uint64
+	dones   []func() // of the control records it carried
 }
 
 // peerStream is what one peer has been sent and has confirmed.
 type peerStream struct {
+	name    string
 	cursor  uint64 // highest reliable record the peer confirmed
 	sent    uint64 // highest reliable record written on the current connection
 	frames  []sentFrame
 	be      []entry // best effort records not written yet
 	beBytes int
+	ctl     []ctlEntry // control records not written yet
 	up      bool // a connection is established: best effort records are taken
 
 	dropped   uint64 // reliable records dropped before the peer confirmed them
@@ -80,7 +93,7 @@ func (o *outbox) addPeer(name string) *peerStream {
 	if ps := o.peers[name]; ps != nil {
 		return ps
 	}
-	ps := &peerStream{wake: make(chan struct{}, 1)}
+	ps := &peerStream{name: name, wake: make(chan struct{}, 1)}
 	ps.cursor = o.head()
 	if c, ok := o.absent[name]; ok {
 		ps.cursor = min(c, o.head())
@@ -124,10 +137,14 @@ func signal(ps *peerStream) {
 	}
 }
 
-// addBestEffort queues msg for every peer whose link is up.
-func (o *outbox) addBestEffort(msg []byte) {
+// addBestEffort queues msg for every peer whose link is up and that
+// wants topic.
+func (o *outbox) addBestEffort(msg []byte, topic string, want func(peer, topic string) bool) {
 	o.mu.Lock()
-	for _, ps := range o.peers {
+	for name, ps := range o.peers {
+		if !want(name, topic) {
+			continue
+		}
 		if !ps.up || ps.beBytes+len(msg) > maxBestEffortBytes {
 			ps.beDropped++
 			continue
@@ -142,14 +159,17 @@ func (o *outbox) addBestEffort(msg []byte) {
 // addReliable appends msg to the stream. With a store, done is called
 // once the record is on disk (or failed to get there) and addReliable
 // returns true; without one it returns false and never calls done.
-func (o *outbox) addReliable(msg []byte, done func(error)) bool {
+func (o *outbox) addReliable(msg []byte, topic string, retain bool, done func(error)) bool {
 	o.mu.Lock()
 	seq := o.head() + 1
-	o.entries = append(o.entries, entry{seq: seq, msg: msg})
+	o.entries = append(o.entries, entry{seq: seq, msg: msg, topic: topic, retain: retain})
 	if len(o.entries) > o.max {
 		o.dropOldestLocked()
 	}
 	if o.store != nil {
+		if done == nil {
+			done = func(error) {}
+		}
 		o.store.put(seq, msg, done) // queued for the store's next group commit
 	}
 	for _, ps := range o.peers {
@@ -204,13 +224,30 @@ func (o *outbox) trimLocked() {
 }
 
 // take moves a frame's worth of records (at least one when any waits)
-// from ps: best effort first, then reliable records not written yet;
-// add appends one to the frame and returns its size. It returns the last
-// reliable sequence number taken (0 for none) and how many were taken.
-func (o *outbox) take(ps *peerStream, maxBytes int, add func(seq uint64, msg []byte) int) (lastSeq uint64, n int) {
+// from ps: control records first, then best effort ones, then the reliable
+// records not written yet that the peer wants (want; retained ones
+// always); the others are passed over. add appends one to the frame and
+// returns its size. A frame that must be confirmed (it holds reliable or
+// control records) gets a packet identifier from nextPID and is recorded
+// as in flight, covering the stream up to where take stopped; take
+// returns that identifier (0: send the frame unconfirmed) and how many
+// records were taken.
+func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool, add func(seq uint64, msg []byte) int, nextPID func() uint16) (pid uint16, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var dones []func()
+	confirm := false
 	size := 0
+	for _, c := range ps.ctl {
+		size += add(0, c.msg)
+		if c.done != nil {
+			dones = append(dones, c.done)
+		}
+		n++
+		confirm = true
+	}
+	clear(ps.ctl)
+	ps.ctl = ps.ctl[:0]
 	i := 0
 	for ; i < len(ps.be); i++ {
 		if n > 0 && size+len(ps.be[i].msg) > maxBytes {
@@ -224,45 +261,73 @@ func (o *outbox) take(ps *peerStream, maxBytes int, add func(seq uint64, msg []b
 	ps.be = ps.be[i:]
 	for ps.sent < o.head() {
 		e := o.entries[ps.sent-o.base]
+		if !e.retain && !want(e.topic) {
+			ps.sent = e.seq // not for this peer
+			continue
+		}
 		if n > 0 && size+len(e.msg) > maxBytes {
 			break
 		}
 		size += add(e.seq, e.msg)
 		ps.sent = e.seq
-		lastSeq = e.seq
+		confirm = true
 		n++
 	}
-	return lastSeq, n
+	if confirm {
+		// Recorded here, under the lock, so that a confirmation read
+		// meanwhile never takes these records for passed over.
+		pid = nextPID()
+		ps.frames = append(ps.frames, sentFrame{pid: pid, lastSeq: ps.sent, dones: dones})
+	} else if len(ps.frames) == 0 && ps.cursor < ps.sent {
+		// Everything up to sent was passed over: nothing to wait for.
+		o.advanceLocked(ps, ps.sent)
+	}
+	return pid, n
 }
 
-// sent records a reliable frame written to ps with pid.
-func (o *outbox) sent(ps *peerStream, pid uint16, lastSeq uint64) {
+// addControl queues a control record for ps.
+func (o *outbox) addControl(ps *peerStream, msg []byte, done func()) {
 	o.mu.Lock()
-	ps.frames = append(ps.frames, sentFrame{pid: pid, lastSeq: lastSeq})
+	ps.ctl = append(ps.ctl, ctlEntry{msg: msg, done: done})
+	signal(ps)
 	o.mu.Unlock()
 }
 
-// confirm handles the peer's acknowledgement of pid: every reliable record
-// up to that frame's last one is confirmed. It reports whether pid was a
-// frame in flight.
+// confirm handles the peer's acknowledgement of pid: every record up to
+// that frame's position is confirmed, and the dones of its control records
+// run. It reports whether pid was a frame in flight.
 func (o *outbox) confirm(name string, ps *peerStream, pid uint16) bool {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	i := 0
 	for i < len(ps.frames) && ps.frames[i].pid != pid {
 		i++
 	}
 	if i == len(ps.frames) {
+		o.mu.Unlock()
 		return false
 	}
-	ps.cursor = max(ps.cursor, ps.frames[i].lastSeq)
+	f := ps.frames[i]
 	ps.frames = ps.frames[i+1:]
+	upTo := f.lastSeq
+	if len(ps.frames) == 0 {
+		upTo = ps.sent // the rest up to sent was passed over
+	}
+	o.advanceLocked(ps, upTo)
+	o.mu.Unlock()
+	for _, d := range f.dones {
+		d()
+	}
+	return true
+}
+
+// advanceLocked moves ps's cursor to upTo, stores it and trims.
+func (o *outbox) advanceLocked(ps *peerStream, upTo uint64) {
+	ps.cursor = max(ps.cursor, upTo)
 	if o.store != nil && ps.cursor != ps.saved {
 		ps.saved = ps.cursor
-		o.store.putCursor(name, ps.cursor)
+		o.store.putCursor(ps.name, ps.cursor)
 	}
 	o.trimLocked()
-	return true
 }
 
 // inflight is the number of reliable frames waiting for ps's confirmation.
@@ -277,13 +342,29 @@ func (o *outbox) inflight(ps *peerStream) int {
 // best effort ones.
 func (o *outbox) setUp(ps *peerStream, up bool) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	ps.up = up
 	if up {
+		o.mu.Unlock()
 		return
 	}
+	var dones []func()
+	for _, f := range ps.frames {
+		dones = append(dones, f.dones...)
+	}
+	for _, c := range ps.ctl {
+		if c.done != nil {
+			dones = append(dones, c.done)
+		}
+	}
 	ps.beDropped += uint64(len(ps.be))
-	ps.be, ps.beBytes, ps.frames, ps.sent = nil, 0, nil, ps.cursor
+	ps.be, ps.beBytes, ps.frames, ps.ctl, ps.sent = nil, 0, nil, nil, ps.cursor
+	o.mu.Unlock()
+	// The peer no longer counts on what this node announced on that
+	// connection (it takes everything until the next snapshot): nothing
+	// waits for it.
+	for _, d := range dones {
+		d()
+	}
 }
 
 // queueStats is a snapshot of one peer's stream.

@@ -4,16 +4,23 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"gantry/broker"
+	"gantry/cluster/wire"
 )
+
+var pids uint16
+
+func nextPID() uint16 { pids++; return pids }
 
 // takeAll takes every record due for ps and returns their sequence
 // numbers (0 for best effort) and payloads.
 func takeAll(o *outbox, ps *peerStream) (seqs []uint64, msgs []string) {
 	for {
-		_, n := o.take(ps, 1<<20, func(seq uint64, msg []byte) int {
+		_, n := o.take(ps, 1<<20, func(string) bool { return true }, func(seq uint64, msg []byte) int {
 			seqs, msgs = append(seqs, seq), append(msgs, string(msg))
 			return len(msg)
-		})
+		}, nextPID)
 		if n == 0 {
 			return seqs, msgs
 		}
@@ -25,14 +32,13 @@ func TestOutboxConfirmResendAndBound(t *testing.T) {
 	a := o.addPeer("a")
 	o.setUp(a, true)
 	for i := range 2 {
-		o.addReliable([]byte(fmt.Sprint("r", i)), nil)
+		o.addReliable([]byte(fmt.Sprint("r", i)), "t", false, nil)
 	}
-	o.addBestEffort([]byte("be"))
+	o.addBestEffort([]byte("be"), "t", func(string, string) bool { return true })
 	seqs, msgs := takeAll(o, a)
 	if fmt.Sprint(seqs, msgs) != "[0 1 2] [be r0 r1]" {
 		t.Fatalf("first frame: %v %v", seqs, msgs)
 	}
-	o.sent(a, 7, 2)
 	// The link drops before the confirmation: both reliable records are
 	// due again, the best effort one is gone.
 	o.setUp(a, false)
@@ -40,13 +46,12 @@ func TestOutboxConfirmResendAndBound(t *testing.T) {
 	if seqs, _ := takeAll(o, a); fmt.Sprint(seqs) != "[1 2]" {
 		t.Fatalf("after a reconnect: %v, want the unconfirmed records again", seqs)
 	}
-	o.sent(a, 8, 2)
-	if !o.confirm("a", a, 8) || o.stats(a).Backlog != 0 || len(o.entries) != 0 {
+	if !o.confirm("a", a, a.frames[0].pid) || o.stats(a).Backlog != 0 || len(o.entries) != 0 {
 		t.Fatalf("after the confirmation: %+v, %d kept", o.stats(a), len(o.entries))
 	}
 	// Beyond max the oldest goes, counted for the peer that missed it.
 	for i := range 5 {
-		o.addReliable([]byte(fmt.Sprint("s", i)), nil)
+		o.addReliable([]byte(fmt.Sprint("s", i)), "t", false, nil)
 	}
 	if st := o.stats(a); st.Backlog != 3 || st.Dropped != 2 {
 		t.Fatalf("over the bound: %+v, want backlog 3 and 2 dropped", st)
@@ -70,7 +75,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 	a, b := o.addPeer("a"), o.addPeer("b")
 	done := make(chan error, 3)
 	for i := range 3 {
-		if !o.addReliable([]byte(fmt.Sprint("m", i)), func(err error) { done <- err }) {
+		if !o.addReliable(wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(fmt.Sprint("m", i))}), "t", false, func(err error) { done <- err }) {
 			t.Fatal("a stored outbox did not wait for the store")
 		}
 	}
@@ -79,9 +84,9 @@ func TestOutboxStoreResumes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	takeAll(o, a)
-	o.sent(a, 1, 1) // a confirms the first record only
-	o.confirm("a", a, 1)
+	// a confirms a frame with the first record only.
+	pid, _ := o.take(a, 1, func(string) bool { return true }, func(uint64, []byte) int { return 2 }, nextPID)
+	o.confirm("a", a, pid)
 	_ = b
 	st.close()
 
@@ -95,13 +100,57 @@ func TestOutboxStoreResumes(t *testing.T) {
 	}
 	o = newOutbox(100, st)
 	a, b = o.addPeer("a"), o.addPeer("b")
-	if _, msgs := takeAll(o, a); fmt.Sprint(msgs) != "[m1 m2]" {
-		t.Fatalf("a resumed with %v, want m1 m2", msgs)
+	// Only t is wanted: the records read back know their topic.
+	var payloads []string
+	for {
+		_, n := o.take(a, 1<<20, func(tp string) bool { return tp == "t" }, func(_ uint64, msg []byte) int {
+			d, err := wire.DecodeMessage(msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			payloads = append(payloads, string(d.Msg.Payload))
+			return len(msg)
+		}, nextPID)
+		if n == 0 {
+			break
+		}
+	}
+	if fmt.Sprint(payloads) != "[m1 m2]" {
+		t.Fatalf("a resumed with %v, want m1 m2", payloads)
 	}
 	if seqs, _ := takeAll(o, b); fmt.Sprint(seqs) != "[1 2 3]" {
 		t.Fatalf("b resumed with %v, want every record", seqs)
 	}
 	if o.head() != 3 {
 		t.Fatalf("head %d after a reopen, want 3: numbers must go on, not restart", o.head())
+	}
+}
+
+// TestOutboxPassesOverUnwanted: records a peer does not want are passed
+// over and confirmed with the next frame, or at once when nothing is in
+// flight; retained ones go anyway.
+func TestOutboxPassesOverUnwanted(t *testing.T) {
+	o := newOutbox(100, nil)
+	a := o.addPeer("a")
+	o.setUp(a, true)
+	o.addReliable([]byte("x1"), "x/1", false, nil)
+	o.addReliable([]byte("y1"), "y/1", false, nil)
+	o.addReliable([]byte("x2"), "x/2", true, nil)
+	onlyY := func(tp string) bool { return tp[0] == 'y' }
+	var got []string
+	pid, n := o.take(a, 1<<20, onlyY, func(_ uint64, msg []byte) int { got = append(got, string(msg)); return len(msg) }, nextPID)
+	if fmt.Sprint(got) != "[y1 x2]" || pid == 0 || n != 2 || a.frames[0].lastSeq != 3 {
+		t.Fatalf("took %v (pid %d, n %d, frames %+v), want y1 and the retained x2, covering up to 3", got, pid, n, a.frames)
+	}
+	o.confirm("a", a, pid)
+	if st := o.stats(a); st.Backlog != 0 {
+		t.Fatalf("backlog %d after the confirmation", st.Backlog)
+	}
+	o.addReliable([]byte("x3"), "x/3", false, nil)
+	if _, n := o.take(a, 1<<20, onlyY, func(uint64, []byte) int { return 0 }, nextPID); n != 0 {
+		t.Fatalf("took %d unwanted records", n)
+	}
+	if st := o.stats(a); st.Backlog != 0 || len(o.entries) != 0 {
+		t.Fatalf("an unwanted record with nothing in flight still waits: %+v", st)
 	}
 }

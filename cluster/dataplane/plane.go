@@ -31,6 +31,9 @@ const (
 // *broker.Server implements it.
 type Deliverer interface {
 	DeliverBatch(ms []*broker.Message, done func(error)) bool
+	// Filters returns the filters of every local session (the interest
+	// this node announces).
+	Filters() []string
 }
 
 // Options configure a Plane.
@@ -81,6 +84,11 @@ type Plane struct {
 
 	recv receiver
 	warnLimiter
+
+	local   localInterest
+	rmu     sync.Mutex // guards remotes
+	remotes map[string]*remoteInterest
+	wg      sync.WaitGroup // runAnnounce
 }
 
 // New builds a data plane; Start runs it.
@@ -116,13 +124,18 @@ func New(opts Options) (*Plane, error) {
 		p.recv.store = st
 	}
 	p.out = newOutbox(opts.ForwardQueueEntries, p.store)
+	p.local.announced = map[string]struct{}{}
+	p.remotes = map[string]*remoteInterest{}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wg.Add(1)
+	go p.runAnnounce()
 	return p, nil
 }
 
 // Stop closes every link and waits for their goroutines.
 func (p *Plane) Stop() {
 	p.cancel()
+	p.wg.Wait()
 	p.mu.Lock()
 	links := p.links
 	p.links = map[string]*link{}
@@ -187,7 +200,9 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 	if m.Origin == broker.OriginPeer || (len(m.Topic) > 0 && m.Topic[0] == '$') {
 		return nil // delivered here only: $SYS and other $ topics are per node
 	}
-	reliable := m.QoS > 0 && p.opts.Reliable
+	// Retained messages travel reliably whatever their QoS: a node that
+	// was down gets the retained values published meanwhile.
+	reliable := (m.QoS > 0 || m.Retain) && p.opts.Reliable
 	if !reliable && !p.opts.BestEffort {
 		return nil
 	}
@@ -196,10 +211,14 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 	}
 	enc := wire.AppendMessage(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m)
 	if !reliable {
-		p.out.addBestEffort(enc)
+		p.out.addBestEffort(enc, m.Topic, p.wants)
 		return nil
 	}
-	if p.out.addReliable(enc, r.Resolve) {
+	if m.QoS == 0 {
+		p.out.addReliable(enc, m.Topic, m.Retain, nil) // nobody waits for a QoS 0 publish
+		return nil
+	}
+	if p.out.addReliable(enc, m.Topic, m.Retain, r.Resolve) {
 		return broker.ErrDeferred // acknowledged once the record is on disk
 	}
 	return nil
@@ -229,19 +248,25 @@ func (p *Plane) checkToken(password []byte) error {
 
 // PeerStatus is one link as GET /cluster shows it.
 type PeerStatus struct {
-	Name      string `json:"name"`
-	Address   string `json:"address"`
-	Connected bool   `json:"connected"`
-	Connects  uint64 `json:"connects"`
-	Frames    uint64 `json:"framesSent"`
-	Backlog   int    `json:"backlog"`           // reliable messages not confirmed by the peer
-	Dropped   uint64 `json:"forwardDropped"`    // reliable messages dropped beyond ReplicationForwardQueueEntries
-	BeDropped uint64 `json:"bestEffortDropped"` // QoS 0 messages not sent (link down or slow)
-	LastError string `json:"lastError,omitempty"`
+	Name string `json:"name"`
+	// InterestFresh: this node knows the peer's filters (InterestFilters of
+	// them) and sends it only what matches; false: it sends it everything.
+	InterestFresh   bool   `json:"interestFresh"`
+	InterestFilters int    `json:"interestFilters"`
+	Address         string `json:"address"`
+	Connected       bool   `json:"connected"`
+	Connects        uint64 `json:"connects"`
+	Frames          uint64 `json:"framesSent"`
+	Backlog         int    `json:"backlog"`           // reliable messages not confirmed by the peer
+	Dropped         uint64 `json:"forwardDropped"`    // reliable messages dropped beyond ReplicationForwardQueueEntries
+	BeDropped       uint64 `json:"bestEffortDropped"` // QoS 0 messages not sent (link down or slow)
+	LastError       string `json:"lastError,omitempty"`
 }
 
 // Status is the data plane's part of GET /cluster.
 type Status struct {
+	// Interest is the number of filters this node announces.
+	Interest int          `json:"interest"`
 	Peers    []PeerStatus `json:"peers"`
 	Received ReceiveStats `json:"received"`
 }
@@ -257,11 +282,18 @@ func (p *Plane) Status() Status {
 		if e := l.lastErr.Load(); e != nil {
 			ps.LastError = *e
 		}
+		ri := p.remote(name)
+		ri.mu.Lock()
+		ps.InterestFresh, ps.InterestFilters = ri.fresh.Load(), len(ri.filters)
+		ri.mu.Unlock()
 		st.Peers = append(st.Peers, ps)
 	}
 	p.mu.RUnlock()
 	sort.Slice(st.Peers, func(i, j int) bool { return st.Peers[i].Name < st.Peers[j].Name })
 	st.Received = p.recv.stats()
+	p.local.mu.Lock()
+	st.Interest = len(p.local.announced)
+	p.local.mu.Unlock()
 	return st
 }
 

@@ -121,6 +121,15 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			err = derr
 			break
 		}
+		if d.Msg.Topic == wire.InterestTopic {
+			op, filters, ferr := wire.DecodeFilters(d.Msg.Payload)
+			if ferr != nil {
+				err = ferr
+				break
+			}
+			p.heard(h.Sender, op, filters)
+			continue
+		}
 		batch = append(batch, d.Msg)
 	}
 	if err != nil {

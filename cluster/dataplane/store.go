@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"gantry/cluster/wire"
 )
 
 // FileName is the data plane's store in the cluster's data directory.
@@ -97,7 +99,13 @@ func (s *store) loadOutbox() (base uint64, entries []entry) {
 			if len(entries) > 0 && seq != entries[len(entries)-1].seq+1 {
 				break // never written so; keep the contiguous part
 			}
-			entries = append(entries, entry{seq: seq, msg: append([]byte(nil), v...)})
+			e := entry{seq: seq, msg: append([]byte(nil), v...)}
+			if d, err := wire.DecodeMessage(e.msg); err == nil {
+				e.topic, e.retain = d.Msg.Topic, d.Msg.Retain // for the peers' interest
+			} else {
+				e.retain = true // unreadable: every peer gets it and says so
+			}
+			entries = append(entries, e)
 		}
 		return nil
 	})

@@ -248,3 +248,45 @@ func (r *reader) bytes() []byte {
 }
 
 func (r *reader) string() string { return string(r.bytes()) }
+
+// AppendFilters appends an interest announcement: op (InterestSnapshot or
+// InterestAdd) and the filters, as a uvarint count and strings. It is the
+// payload of a control message on the topic InterestTopic.
+func AppendFilters(dst []byte, op byte, filters []string) []byte {
+	dst = append(dst, op)
+	dst = binary.AppendUvarint(dst, uint64(len(filters)))
+	for _, f := range filters {
+		dst = appendString(dst, f)
+	}
+	return dst
+}
+
+// Interest announcement operations.
+const (
+	InterestSnapshot = 'S' // the sender's whole interest: replaces what it said before
+	InterestAdd      = '+' // filters the sender now has as well
+)
+
+// InterestTopic is the topic of interest announcements inside frames.
+const InterestTopic = "$cluster/v1/interest"
+
+// DecodeFilters reads an interest announcement.
+func DecodeFilters(b []byte) (op byte, filters []string, err error) {
+	r := reader{b: b}
+	op = r.byte()
+	if r.err == nil && op != InterestSnapshot && op != InterestAdd {
+		return 0, nil, fmt.Errorf("%w: interest operation %q", ErrCorrupt, op)
+	}
+	n := r.count(1)
+	filters = make([]string, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		filters = append(filters, r.string())
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	return op, filters, nil
+}

@@ -130,3 +130,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestFiltersRoundTrip(t *testing.T) {
+	b := AppendFilters(nil, InterestSnapshot, []string{"plant/#", "a/+/c", ""})
+	op, fs, err := DecodeFilters(b)
+	if err != nil || op != InterestSnapshot || !reflect.DeepEqual(fs, []string{"plant/#", "a/+/c", ""}) {
+		t.Fatalf("%q %q %v", op, fs, err)
+	}
+	for i := range b {
+		if _, _, err := DecodeFilters(b[:i]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated to %d: %v", i, err)
+		}
+	}
+	if _, _, err := DecodeFilters([]byte{'x', 0}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unknown op: %v", err)
+	}
+}

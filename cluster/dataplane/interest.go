@@ -1,0 +1,244 @@
+package dataplane
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gantry/broker"
+	"gantry/broker/topic"
+	"gantry/cluster/wire"
+)
+
+// Interest: which filters the sessions of a node hold, so that a message
+// crosses the network only to nodes that have a subscriber for it.
+//
+// This node announces its interest to every peer over its own link: a
+// snapshot first on every connection and again every announceEvery
+// (removals travel that way), and each new filter at once, from the
+// SUBSCRIBE that added it (SubscriptionsAdded): the SUBACK waits until
+// every peer whose link is up confirmed it, so a message published
+// anywhere after the SUBACK reaches the subscriber. A peer whose link is
+// down is not waited for: while this node's link into it is down it
+// forwards everything to this node.
+//
+// The peers' interest arrives over their links into this node. A peer's
+// interest is fresh from the snapshot on its current connection until that
+// connection ends (Observe); until it is fresh again, everything goes to
+// that peer. Retained messages go to every peer whatever its interest.
+
+// announceEvery is how often the whole interest is announced again.
+const announceEvery = 5 * time.Second
+
+// ackWait bounds how long a SUBACK waits for the peers' confirmation.
+const ackWait = 2 * time.Second
+
+// localInterest is what this node announced.
+type localInterest struct {
+	mu        sync.Mutex // guards announced; held while links come up, so a link gets the snapshot or the addition, in order
+	announced map[string]struct{}
+}
+
+// remoteInterest is what one peer announced.
+type remoteInterest struct {
+	fresh atomic.Bool
+	tree  atomic.Pointer[topic.Tree[string]]
+
+	mu      sync.Mutex // guards filters
+	filters map[string]struct{}
+}
+
+// interestFilter is the filter of a subscription as routing sees it: a
+// shared subscription by its inner filter; "" for filters that never
+// match what travels ($ topics).
+func interestFilter(f string) string {
+	if _, inner, shared, err := topic.ParseShared(f); err == nil && shared {
+		f = inner
+	}
+	if strings.HasPrefix(f, "$") {
+		return ""
+	}
+	return f
+}
+
+// SubscriptionsAdded implements broker.SubscribeHook: filters not
+// announced yet go to every peer whose link is up, and done runs once they
+// all confirmed (or ackWait passed).
+func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
+	li := &p.local
+	li.mu.Lock()
+	var fresh []string
+	for _, f := range filters {
+		if f = interestFilter(f); f == "" {
+			continue
+		}
+		if _, ok := li.announced[f]; !ok {
+			li.announced[f] = struct{}{}
+			fresh = append(fresh, f)
+		}
+	}
+	if len(fresh) == 0 {
+		li.mu.Unlock()
+		return false
+	}
+	p.mu.RLock()
+	var ups []*peerStream
+	for _, l := range p.links {
+		if l.connected.Load() {
+			ups = append(ups, l.ps)
+		}
+	}
+	p.mu.RUnlock()
+	if len(ups) == 0 {
+		li.mu.Unlock()
+		return false
+	}
+	var once sync.Once
+	finish := func() { once.Do(done) }
+	left := atomic.Int32{}
+	left.Store(int32(len(ups)))
+	one := func() {
+		if left.Add(-1) == 0 {
+			finish()
+		}
+	}
+	msg := interestMessage(wire.InterestAdd, fresh)
+	for _, ps := range ups {
+		p.out.addControl(ps, msg, one)
+	}
+	li.mu.Unlock()
+	time.AfterFunc(ackWait, finish)
+	return true
+}
+
+// interestMessage is an announcement as a message record.
+func interestMessage(op byte, filters []string) []byte {
+	m := &broker.Message{Topic: wire.InterestTopic, Payload: wire.AppendFilters(nil, op, filters)}
+	return wire.AppendMessage(nil, m)
+}
+
+// linkUp marks ps's link established and queues the snapshot before
+// anything else.
+func (p *Plane) linkUp(ps *peerStream) {
+	li := &p.local
+	li.mu.Lock()
+	// What the sessions hold now, offline persistent ones restored from
+	// disk included: a snapshot without them would make the peer pass
+	// over their messages.
+	for _, f := range p.opts.Broker.Filters() {
+		if f = interestFilter(f); f != "" {
+			li.announced[f] = struct{}{}
+		}
+	}
+	p.out.setUp(ps, true)
+	p.out.addControl(ps, interestMessage(wire.InterestSnapshot, li.snapshotLocked()), nil)
+	li.mu.Unlock()
+}
+
+func (li *localInterest) snapshotLocked() []string {
+	out := make([]string, 0, len(li.announced))
+	for f := range li.announced {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// announce replaces the announced interest with what the broker's
+// sessions hold now and sends the snapshot to every peer whose link is up.
+func (p *Plane) announce() {
+	li := &p.local
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	now := map[string]struct{}{}
+	for _, f := range p.opts.Broker.Filters() {
+		if f = interestFilter(f); f != "" {
+			now[f] = struct{}{}
+		}
+	}
+	li.announced = now
+	msg := interestMessage(wire.InterestSnapshot, li.snapshotLocked())
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, l := range p.links {
+		if l.connected.Load() {
+			p.out.addControl(l.ps, msg, nil)
+		}
+	}
+}
+
+// runAnnounce announces the interest every announceEvery until Stop.
+func (p *Plane) runAnnounce() {
+	defer p.wg.Done()
+	t := time.NewTicker(announceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+			p.announce()
+		}
+	}
+}
+
+// remote returns the interest record of peer, creating it.
+func (p *Plane) remote(peer string) *remoteInterest {
+	p.rmu.Lock()
+	defer p.rmu.Unlock()
+	ri := p.remotes[peer]
+	if ri == nil {
+		ri = &remoteInterest{filters: map[string]struct{}{}}
+		p.remotes[peer] = ri
+	}
+	return ri
+}
+
+// wants reports whether peer is to get a message on topic: yes while its
+// interest is not fresh, else when one of its filters matches.
+func (p *Plane) wants(peer, tp string) bool {
+	p.rmu.Lock()
+	ri := p.remotes[peer]
+	p.rmu.Unlock()
+	if ri == nil || !ri.fresh.Load() {
+		return true
+	}
+	var buf [4]*topic.Entry[string]
+	return len(ri.tree.Load().Match(tp, buf[:0], nil)) > 0
+}
+
+// heard applies an announcement from sender.
+func (p *Plane) heard(sender string, op byte, filters []string) {
+	ri := p.remote(sender)
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	if op == wire.InterestSnapshot {
+		ri.filters = map[string]struct{}{}
+	} else if !ri.fresh.Load() {
+		return // an addition without the snapshot it adds to
+	}
+	for _, f := range filters {
+		ri.filters[f] = struct{}{}
+	}
+	t := &topic.Tree[string]{}
+	for f := range ri.filters {
+		t.Subscribe(topic.Entry[string]{Client: f, Filter: f})
+	}
+	ri.tree.Store(t)
+	ri.fresh.Store(true)
+}
+
+// Observe implements broker.Observer: a peer's link connecting or going
+// away makes its interest stale until its next snapshot.
+func (p *Plane) Observe(e broker.Event) {
+	if e.Kind != broker.EventConnect && e.Kind != broker.EventDisconnect {
+		return
+	}
+	name, ok := strings.CutPrefix(e.ClientID, linkClientPrefix)
+	if !ok || e.Username != p.opts.Username {
+		return
+	}
+	p.remote(name).fresh.Store(false)
+}
