@@ -40,7 +40,7 @@ type peerStream struct {
 	be      []entry // best effort records not written yet
 	beBytes int
 	ctl     []ctlEntry // control records not written yet
-	up      bool // a connection is established: best effort records are taken
+	up      bool       // a connection is established: best effort records are taken
 
 	dropped   uint64 // reliable records dropped before the peer confirmed them
 	beDropped uint64 // best effort records dropped (link down or too slow)
