@@ -137,7 +137,9 @@ func (c *compiler) publish(s *syntax.PublishStmt) func(*run) error {
 		if err != nil {
 			return err
 		}
-		if (r.filterMissed && v.kind == KindEmpty) || (v.kind == KindBytes && v.s == "") {
+		// A FILTER without a match skips the PUBLISH, also when a
+		// transform (TRIM, ...) turned its EMPTY into empty text.
+		if (r.filterMissed && (v.kind == KindEmpty || v.kind == KindString && v.s == "")) || (v.kind == KindBytes && v.s == "") {
 			return nil
 		}
 		if r.host.Effects == nil {

@@ -66,7 +66,8 @@
 //     JSON on EMPTY is null; on text that is not JSON it is an error.
 //     Paths are dotted; "items.0.name" and "items[0].name" index arrays.
 //   - FILTER gives the first match of the whole pattern; with no match
-//     the PUBLISH or KEEP whose value it computes is skipped. A FILTER
+//     the PUBLISH or KEEP whose value it computes is skipped, also when a
+//     transform after it (AND_THEN TRIM) made empty text of it. A FILTER
 //     without source reads PAYLOAD.
 //   - PUBLISH TOPIC is never retained and QoS 0 (the grammar has no
 //     variant); PUBLISH MODEL uses the model's RETAIN (KEEP counts as

@@ -103,6 +103,8 @@ func TestStatements(t *testing.T) {
 		{name: "publish EMPTY", src: onMsg + "    PUBLISH TOPIC \"out\" WITH GET TOPIC \"never\"\n", want: []string{"out="}},
 		{name: "filter miss skips publish", src: onMsg + "    PUBLISH TOPIC \"out\" WITH FILTER PAYLOAD USING REGEX \"[0-9]+\"\n    PUBLISH TOPIC \"after\" WITH 1\n",
 			payload: "none", want: []string{"after=1"}},
+		{name: "filter miss then TRIM skips publish", src: onMsg + "    PUBLISH TOPIC \"out\" WITH PAYLOAD AND_THEN FILTER USING REGEX \"[0-9]+\" AND_THEN TRIM\n    PUBLISH TOPIC \"after\" WITH 1\n",
+			payload: "none", want: []string{"after=1"}},
 		{name: "filter hit publishes", src: onMsg + "    PUBLISH TOPIC \"out\" WITH FILTER PAYLOAD USING REGEX \"[0-9]+\"\n",
 			payload: "id 42", want: []string{"out=42"}},
 		{name: "bytes forwarded", src: onMsg + "    PUBLISH TOPIC \"out\" WITH PAYLOAD AS BYTES\n", payload: "\x00\x01\xfe", want: []string{"out=\x00\x01\xfe"}},
