@@ -41,6 +41,10 @@ func (ac *actionCheck) trigger() {
 	switch tr.Kind {
 	case syntax.TriggerTopic, syntax.TriggerChange, syntax.TriggerSubscribe:
 		ac.filterExpr(tr.Topic, what)
+		if v, ok := constString(tr.Topic); ok && strings.HasPrefix(v, "$") && tr.Kind != syntax.TriggerSubscribe {
+			ac.errorf(tr.Topic.Pos(), "the broker's $ topics are not events of the plant; react to the topics your devices publish",
+				"%s %q: LoT does not trigger on $ topics", what, v)
+		}
 	case syntax.TriggerEvery:
 		ac.interval(tr.CountPos, tr.Count, tr.CountText, tr.Unit, what)
 	case syntax.TriggerDaily:

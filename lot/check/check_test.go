@@ -49,6 +49,16 @@ func TestCheck(t *testing.T) {
 			[]string{"2:12: error: INPUT type TIMESTAMP is not allowed", "3:7: error: INPUT a is declared twice"}},
 		{"bytes", nil, `DEFINE ACTION A ON TOPIC "a" DO PUBLISH TOPIC "b" WITH PAYLOAD AS BYTES PUBLISH TOPIC "c" WITH "x" AS BYTES`,
 			[]string{"1:100: error: only PAYLOAD AS BYTES is allowed"}},
+		{"comparison in a rule condition", nil, `DEFINE RULE R WITH PRIORITY 100 FOR Publish TO TOPIC "a/#" IF GET TOPIC "mode" == "x" THEN ALLOW`,
+			[]string{"1:63: error: the comparison == is not supported in a rule condition"}},
+		{"ENDPOINT in a rule", nil, `DEFINE RULE R WITH PRIORITY 100 FOR Connect IF ENDPOINT IS "tcp" THEN DENY`,
+			[]string{"1:48: error: ENDPOINT IS is not supported in a rule"}},
+		{"USER IS TOPIC POSITION in a rule", nil, `DEFINE RULE R WITH PRIORITY 100 FOR Publish TO TOPIC "u/+" IF USER IS TOPIC POSITION 2 THEN ALLOW`,
+			[]string{"1:63: error: USER IS TOPIC POSITION is not supported in a rule"}},
+		{"supported rule conditions", nil, `DEFINE RULE R WITH PRIORITY 100 FOR Publish TO TOPIC "d/+" IF NOT (USER IS "a" OR CLIENTID IS TOPIC POSITION 2) AND USER HAS AllowedUserManagement THEN ALLOW ELSE DENY`,
+			nil},
+		{"ON TOPIC on a $ topic", nil, `DEFINE ACTION A ON TOPIC "$SYS/broker/uptime" DO PUBLISH TOPIC "u" WITH PAYLOAD`,
+			[]string{"1:26: error: ON TOPIC \"$SYS/broker/uptime\": LoT does not trigger on $ topics"}},
 		{"S7 alias is supported", nil, "DEFINE ROUTE S WITH TYPE S7\n    ADD S7_CONFIG\n        WITH IP \"1.2.3.4\"", nil},
 	}
 	for _, tt := range tests {

@@ -44,7 +44,7 @@ func (c *checker) rule(r *syntax.Rule) {
 		c.errorf(r.PriorityPos, "", "PRIORITY %d: priorities are 0 or more", r.Priority)
 	}
 	if r.Cond != nil {
-		syntax.Inspect(r.Cond, func(n syntax.Node) bool { return c.ruleExpr(n, topical || !ok) })
+		c.ruleCond(r.Cond, topical || !ok)
 		if r.Then == r.Else {
 			c.warnf(r.ElsePos, "", "both branches %s: the condition changes nothing", r.Then)
 		}
@@ -59,6 +59,41 @@ func canonical(name string, list []string) (string, bool) {
 		}
 	}
 	return name, false
+}
+
+// ruleCond checks the shape of a rule condition as the runtime builds it
+// (lot/runtime convertCond): tests combined with NOT, AND and OR. What
+// else appears — a comparison, PAYLOAD, a variable — is refused here, at
+// check time, with the words of the finer checks of ruleExpr when they
+// have something to say.
+func (c *checker) ruleCond(x syntax.Expr, topical bool) {
+	switch n := x.(type) {
+	case *syntax.UnaryExpr:
+		if n.Op == syntax.OpNot {
+			c.ruleCond(n.X, topical)
+			return
+		}
+	case *syntax.BinaryExpr:
+		if n.Op == syntax.OpAnd || n.Op == syntax.OpOr {
+			c.ruleCond(n.X, topical)
+			c.ruleCond(n.Y, topical)
+			return
+		}
+	case *syntax.RuleTest:
+		c.ruleExpr(n, topical)
+		return
+	}
+	before := len(c.diags)
+	syntax.Inspect(x, func(n syntax.Node) bool { return c.ruleExpr(n, topical) })
+	if len(c.diags) > before {
+		return
+	}
+	what := "this condition"
+	if b, ok := x.(*syntax.BinaryExpr); ok {
+		what = "the comparison " + b.Op.String()
+	}
+	c.errorf(x.Pos(), "use USER, CLIENTID, TOPIC EXISTS or GET TOPIC ... IS, with AND, OR and NOT",
+		"%s is not supported in a rule condition", what)
 }
 
 // ruleExpr checks a node of a rule condition.
@@ -91,6 +126,16 @@ func ruleWord(n syntax.Node) string {
 
 // ruleTest checks USER IS|HAS|IN GROUP, CLIENTID MATCHES..., TOPIC EXISTS.
 func (c *checker) ruleTest(n *syntax.RuleTest, topical bool) {
+	subject := strings.ToUpper(n.Subject)
+	if subject == "ENDPOINT" {
+		c.errorf(n.Start, "the reference leaves ENDPOINT undefined; use CLIENTID or USER",
+			"ENDPOINT %s is not supported in a rule", n.Op)
+		return
+	}
+	if _, pos := n.Arg.(*syntax.TopicPositionExpr); pos && subject == "USER" {
+		c.errorf(n.Start, "CLIENTID IS TOPIC POSITION is supported", "USER IS TOPIC POSITION is not supported in a rule")
+		return
+	}
 	switch {
 	case n.Op == "HAS":
 		name := ""
