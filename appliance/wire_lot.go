@@ -14,9 +14,10 @@ import (
 
 // Files of LoT under the data directory.
 const (
-	lotDir      = "lot"          // the definitions store
-	lotEnvFile  = "lot-env.json" // values of -setEnv and -setSecret (mode 0600)
-	projectsDir = "projects"     // the projects -loadProject NAME reads
+	lotDir      = "lot"           // the definitions store
+	lotEnvFile  = "lot-env.json"  // values of -setEnv and -setSecret (mode 0600)
+	lotKeptFile = "lot-kept.json" // values of KEEP TOPIC (mode 0600)
+	projectsDir = "projects"      // the projects -loadProject NAME reads
 )
 
 // openLoT opens the definitions store and builds the LoT engine, which
@@ -32,7 +33,7 @@ func (n *Node) openLoT() error {
 	}
 	eng, err := runtime.New(runtime.Options{
 		Broker: n.Broker, Store: store, Users: n.lotUsers(),
-		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
+		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), KeptFile: filepath.Join(n.cfg.DataDir, lotKeptFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
 		SeedRules: true, Logger: n.log,
 		Handlers:   command.Handlers{Users: n.lotUsers()},
 		Connectors: lotConnectors{n.drivers}, // wire_drivers.go

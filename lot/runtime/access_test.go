@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -123,5 +124,27 @@ func TestEnvironmentCommands(t *testing.T) {
 	}
 	if r := h.mustCommand("-listSecrets"); strings.Contains(string(r.Data), "TOKEN") {
 		t.Errorf("-listSecrets after -removeSecret: %s", r.Data)
+	}
+}
+
+// TestKeptValuesSurviveRestart: a value kept with KEEP TOPIC is there
+// again after a restart, for GET TOPIC, and counting goes on from it.
+func TestKeptValuesSurviveRestart(t *testing.T) {
+	kept := filepath.Join(t.TempDir(), "lot-kept.json")
+	h := newHarness(t, func(h *harness) { h.engineOpts = func(o *Options) { o.KeptFile = kept } })
+	h.mustCommand(`-addAction DEFINE ACTION Count ON TOPIC "count/in" DO
+    KEEP TOPIC "count/state" WITH (GET TOPIC "count/state" AS INT) + 1
+    PUBLISH TOPIC "count/out" WITH GET TOPIC "count/state"`)
+	for range 3 {
+		h.root.publish(t, "count/in", "x", 0)
+	}
+	h.settle(h.root)
+	if got := h.root.on("count/out"); len(got) != 3 || got[2] != "3" {
+		t.Fatalf("before the restart: %q", got)
+	}
+	h.restart()
+	h.root.publish(t, "count/in", "x", 0)
+	if got := h.root.await(t, "count/out"); got != "4" {
+		t.Fatalf("after the restart: %q, want 4 (the kept 3, plus one)", got)
 	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// EnvFile keeps the values of -setEnv and -setSecret; "" keeps them in
 	// memory only.
 	EnvFile string
+	// KeptFile keeps the values of KEEP TOPIC across restarts (see
+	// kept.go); "" keeps them in memory only.
+	KeptFile string
 	// ProjectsDir holds the projects of -loadProject NAME: NAME is a
 	// folder below it (no absolute path, no "..", symbolic links are not
 	// followed). "" makes -loadProject unavailable.
@@ -138,6 +141,7 @@ type Engine struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
+	keptWake    chan struct{} // a KEEP TOPIC changed the kept values (kept.go)
 	stopOnce    sync.Once
 }
 
@@ -168,7 +172,7 @@ func New(o Options) (*Engine, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{}, warned: map[string]time.Time{}, watching: map[string]bool{},
-		events: make(chan broker.Event, eventQueue), lastPayload: map[string]payloadSum{}}
+		events: make(chan broker.Event, eventQueue), lastPayload: map[string]payloadSum{}, keptWake: make(chan struct{}, 1)}
 	var err error
 	if e.cache, err = topiccache.New(o.Cache); err != nil {
 		return nil, err
@@ -210,6 +214,7 @@ func (e *Engine) Start() error {
 	e.cmd = e.o.Broker.NewClient(commandClientID, broker.OriginBroker, e.onCommand)
 	snapshot, version, cancel := e.o.Store.Watch(e.onApplied)
 	e.unwatch = cancel
+	e.loadKept()
 	e.install(snapshot, nil)
 	e.log.Info("LoT definitions loaded", "definitions", len(snapshot), "version", version)
 	if e.o.SeedRules && version == 0 && len(snapshot) == 0 {
@@ -225,6 +230,13 @@ func (e *Engine) Start() error {
 		defer e.wg.Done()
 		e.runEvents(e.ctx)
 	}()
+	if e.o.KeptFile != "" {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			e.runKeptSaver(e.ctx)
+		}()
+	}
 	return nil
 }
 

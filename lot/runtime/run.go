@@ -263,6 +263,7 @@ func (e *Engine) flush(f *effects, hops uint8) error {
 			if err := e.cache.Keep(w.Topic, w.Payload, time.Now()); err != nil {
 				errs = append(errs, fmt.Errorf("KEEP TOPIC %s: %w", w.Topic, err))
 			}
+			e.keptChanged()
 			continue
 		}
 		if err := e.publish(w.Topic, w.Payload, f.meta[i].retain, f.meta[i].qos, hops+1); err != nil {
