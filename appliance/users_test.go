@@ -15,6 +15,12 @@ import (
 	"gantry/appliance"
 )
 
+// usersWait bounds each wait of these tests: generous, since every
+// -addUser and first login costs a bcrypt hash at the production cost,
+// which takes seconds under the race detector on a loaded machine (the
+// waits poll, so a fast machine does not pay it).
+const usersWait = 60 * time.Second
+
 // userClient is a paho (MQTT 5) client that keeps what it receives.
 type userClient struct {
 	*paho.Client
@@ -24,7 +30,7 @@ type userClient struct {
 
 func connectUser(t *testing.T, ip, user, password string) *userClient {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "1883"), 5*time.Second)
+	nc, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "1883"), usersWait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +42,7 @@ func connectUser(t *testing.T, ip, user, password string) *userClient {
 			c.mu.Unlock()
 			return true, nil
 		}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), usersWait)
 	defer cancel()
 	ca, err := c.Connect(ctx, &paho.Connect{ClientID: user + "-c", CleanStart: true, KeepAlive: 30,
 		Username: user, UsernameFlag: true, Password: []byte(password), PasswordFlag: true})
@@ -49,7 +55,7 @@ func connectUser(t *testing.T, ip, user, password string) *userClient {
 
 func (c *userClient) sub(t *testing.T, filter string) byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), usersWait)
 	defer cancel()
 	sa, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
 	if sa == nil {
@@ -60,7 +66,7 @@ func (c *userClient) sub(t *testing.T, filter string) byte {
 
 func (c *userClient) pub(t *testing.T, topic, payload string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), usersWait)
 	defer cancel()
 	if _, err := c.Publish(ctx, &paho.Publish{Topic: topic, Payload: []byte(payload), QoS: 1}); err != nil {
 		t.Fatalf("publish %s: %v", topic, err)
@@ -70,7 +76,7 @@ func (c *userClient) pub(t *testing.T, topic, payload string) {
 // waitFor polls until a message on topic contains want, and returns it.
 func (c *userClient) waitFor(t *testing.T, topic, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(usersWait)
 	for time.Now().Before(deadline) {
 		c.mu.Lock()
 		for _, m := range c.msgs {
@@ -135,7 +141,7 @@ func TestPermissionFlagsAndGroups(t *testing.T) {
 	if rc := op.sub(t, outputTopic); rc != 0x87 {
 		t.Fatalf("op subscribes to the output: 0x%02x, want 0x87", rc)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), usersWait)
 	defer cancel()
 	if r, _ := op.Publish(ctx, &paho.Publish{Topic: commandTopic, Payload: []byte("-removeAllActions -requestId op1"), QoS: 1}); r == nil || r.ReasonCode != 0x87 {
 		t.Fatalf("op publishes a command without a flag: %+v, want PUBACK 0x87", r)
