@@ -242,7 +242,7 @@ func TestDataPlaneRefusesForgedFrames(t *testing.T) {
 	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "plant/#", 1, &onB))
 	frame := func(secret string) []byte {
 		f := wire.AppendHeader(nil, "broker-a", uint64(time.Now().UnixNano()))
-		f = wire.AppendRecord(f, 0, wire.AppendMessage(nil, &broker.Message{Topic: "plant/forged", Payload: []byte("forged")}))
+		f = wire.AppendRecord(f, 0, wire.AppendMessage(nil, &broker.Message{Topic: "plant/forged", Payload: []byte("forged")}), nil)
 		return signing.New([]byte(secret), nil).Sign(f)
 	}
 	// As the cluster user, with its real password (a person who knows it
@@ -617,5 +617,59 @@ func TestDataPlaneRoutesByInterest(t *testing.T) {
 		publishV5(t, a.addr(), "only-b/"+id, id, 0)
 		eventually(t, 10*time.Second, func() error { return late.has(id) })
 		closeV5(cl)
+	}
+}
+
+// TestDataPlaneSharedGroupAcrossNodes: one shared group with members on
+// two nodes gets each message published on a third node once, spread over
+// both; once the publisher's node has a member too, it takes them.
+func TestDataPlaneSharedGroupAcrossNodes(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const group = "$share/workers/jobs/#"
+	var onB, onC, onA collector
+	defer closeV5(subscribeV5(t, b.addr(), "member-b", 0, group, 1, &onB))
+	defer closeV5(subscribeV5(t, c.addr(), "member-c", 0, group, 1, &onC))
+	var want []string
+	for i := range 20 {
+		p := fmt.Sprint("job-", i)
+		publishV5(t, a.addr(), "jobs/line1", p, 1)
+		want = append(want, p)
+	}
+	total := func() []string {
+		onB.mu.Lock()
+		onC.mu.Lock()
+		defer onB.mu.Unlock()
+		defer onC.mu.Unlock()
+		return append(slices.Clone(onB.got), onC.got...)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := total(); len(got) < len(want) {
+			return fmt.Errorf("the group received %d of %d", len(got), len(want))
+		}
+		return nil
+	})
+	got := total()
+	slices.Sort(got)
+	sorted := slices.Clone(want)
+	slices.Sort(sorted)
+	if !slices.Equal(got, sorted) {
+		t.Fatalf("the group received %q, want each of %q once", got, sorted)
+	}
+	if len(onB.got) == 0 || len(onC.got) == 0 {
+		t.Fatalf("one member took everything: b %d, c %d", len(onB.got), len(onC.got))
+	}
+	// A member on the publisher's node takes what is published there.
+	defer closeV5(subscribeV5(t, a.addr(), "member-a", 0, group, 1, &onA))
+	before := len(total())
+	for i := range 10 {
+		publishV5(t, a.addr(), "jobs/line1", fmt.Sprint("local-", i), 1)
+	}
+	eventually(t, 10*time.Second, func() error { return onA.has("local-9") })
+	onA.mu.Lock()
+	n := len(onA.got)
+	onA.mu.Unlock()
+	if n != 10 || len(total()) != before {
+		t.Fatalf("with a member on the publisher's node: it got %d of 10, the others %d more", n, len(total())-before)
 	}
 }

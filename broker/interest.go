@@ -1,9 +1,8 @@
 package broker
 
 import (
+	"slices"
 	"sort"
-
-	"gantry/broker/topic"
 )
 
 // SubscribeHook sees the filters a client's SUBSCRIBE added, once they are
@@ -20,9 +19,21 @@ type SubscribeHook interface {
 // SetSubscribeHook sets the hook (nil: none). Call it before serving.
 func (s *Server) SetSubscribeHook(h SubscribeHook) { s.subHook = h }
 
+// SharedGroups returns the shared subscriptions of this node's sessions
+// ($share/{group}/{filter}, as subscribed) with a group matching topic.
+func (s *Server) SharedGroups(tp string) []string {
+	var out []string
+	for _, e := range s.subs.Match(tp, nil, nil) {
+		if e.Group != "" && !slices.Contains(out, e.Filter) {
+			out = append(out, e.Filter)
+		}
+	}
+	return out
+}
+
 // Filters returns the distinct topic filters of every session, connected
-// or not, in-process clients included, sorted; a shared subscription
-// counts with its inner filter ($share/g/a/b as a/b).
+// or not, in-process clients included, sorted; shared subscriptions as
+// subscribed ($share/{group}/{filter}).
 func (s *Server) Filters() []string {
 	s.mu.Lock()
 	sessions := make([]*session, 0, len(s.sessions))
@@ -34,9 +45,6 @@ func (s *Server) Filters() []string {
 	for _, sess := range sessions {
 		sess.mu.Lock()
 		for f := range sess.subs {
-			if _, inner, shared, err := topic.ParseShared(f); err == nil && shared {
-				f = inner
-			}
 			set[f] = struct{}{}
 		}
 		sess.mu.Unlock()

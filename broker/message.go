@@ -58,6 +58,13 @@ type Message struct {
 	// of n hops. The broker only carries it; LoT stops a chain at its limit.
 	Hops uint8
 
+	// PeerGroups, for a message from a peer node (OriginPeer), are the
+	// shared subscriptions ($share/{group}/{filter}, as subscribed) this
+	// node delivers it to: a shared group spread over several nodes gets
+	// each message on one node only, which the publisher's node chose.
+	// The message skips every other shared subscription here.
+	PeerGroups []string
+
 	// slab is the pooled buffer that holds Payload, nil when Payload is
 	// an ordinary allocation (see acquire).
 	slab *slab

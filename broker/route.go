@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"strings"
 
 	"gantry/broker/topic"
@@ -128,6 +129,9 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 	}
 	r := s.routers.Get().(*router)
 	r.matches = s.subs.Match(m.Topic, r.matches[:0], onlineOrInproc)
+	if m.Origin == OriginPeer {
+		r.matches = peerGroupsOnly(r.matches, m.PeerGroups)
+	}
 	if len(r.matches) == 0 {
 		s.routers.Put(r)
 		if via != nil {
@@ -153,6 +157,21 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 	r.reset()
 	s.routers.Put(r)
 	return persisted, t, wait
+}
+
+// peerGroupsOnly drops from matches the shared subscriptions a peer's
+// message is not for (see Message.PeerGroups), in place.
+func peerGroupsOnly(matches []*topic.Entry[*session], groups []string) []*topic.Entry[*session] {
+	n := 0
+	for _, e := range matches {
+		if e.Group != "" && !slices.Contains(groups, e.Filter) {
+			continue
+		}
+		matches[n] = e
+		n++
+	}
+	clear(matches[n:])
+	return matches[:n]
 }
 
 // collect folds the matched entries into one target per session. A

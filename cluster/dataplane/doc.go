@@ -86,6 +86,19 @@
 // added while a record waited for a link still gets it; records passed
 // over count as confirmed with the next frame.
 //
+// # Shared subscriptions
+//
+// A shared group ($share/{group}/{filter}) spread over several nodes gets
+// each message once. The node a message enters serves every group that
+// has a member there (the broker's own routing); for every other group it
+// picks one of the peers that announced a member, in turn, and names the
+// group in that peer's record (wire.Record.Groups). A message from a peer
+// reaches only the shared subscriptions its record names
+// (broker.Message.PeerGroups); its plain subscribers get it as usual. A
+// member counts on its node whether it is connected or not (an offline
+// persistent member's messages are queued), and a peer whose interest is
+// not known gets no group's messages until it is.
+//
 // A peer that is down gets its reliable backlog when it returns, including
 // messages for its offline persistent sessions. Frames to one peer are in
 // publish order, so a publisher's messages arrive in order.
@@ -101,8 +114,7 @@
 // lost for good, before its peers had it, is lost with it (part 2's quorum
 // write closes that). Also still to come: sessions that follow the
 // client, retained messages caught up by a node that joins (and versioned
-// per topic), cluster-wide shared subscriptions, the ring topology, and TLS
-// on the links (UseTls).
+// per topic), the ring topology, and TLS on the links (UseTls).
 //
 // # Concurrency
 //

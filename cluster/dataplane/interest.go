@@ -43,21 +43,20 @@ type localInterest struct {
 
 // remoteInterest is what one peer announced.
 type remoteInterest struct {
-	fresh atomic.Bool
-	tree  atomic.Pointer[topic.Tree[string]]
+	fresh  atomic.Bool
+	shared atomic.Bool // some of its filters are shared subscriptions
+	tree   atomic.Pointer[topic.Tree[string]]
 
 	mu      sync.Mutex // guards filters
 	filters map[string]struct{}
 }
 
-// interestFilter is the filter of a subscription as routing sees it: a
-// shared subscription by its inner filter; "" for filters that never
-// match what travels ($ topics).
+// interestFilter is the filter of a subscription as it is announced: as
+// subscribed ($share/{group}/{filter} included), or "" for one that never
+// matches what travels ($ topics, invalid filters).
 func interestFilter(f string) string {
-	if _, inner, shared, err := topic.ParseShared(f); err == nil && shared {
-		f = inner
-	}
-	if strings.HasPrefix(f, "$") {
+	_, inner, _, err := topic.ParseShared(f)
+	if err != nil || strings.HasPrefix(inner, "$") {
 		return ""
 	}
 	return f
@@ -209,6 +208,56 @@ func (p *Plane) wants(peer, tp string) bool {
 	return len(ri.tree.Load().Match(tp, buf[:0], nil)) > 0
 }
 
+// sharedFor decides, for a message on topic entering this node, which
+// peer delivers it to each shared group that has members on other nodes
+// only: one of them, in turn. A group with a member here is served here
+// (the broker's own routing). It returns nil when no peer announced a
+// matching shared subscription.
+func (p *Plane) sharedFor(tp string) map[string][]string {
+	if p.sharedPeers.Load() == 0 {
+		return nil
+	}
+	p.rmu.Lock()
+	names := make([]string, 0, len(p.remotes))
+	ris := make([]*remoteInterest, 0, len(p.remotes))
+	for name, ri := range p.remotes {
+		if ri.fresh.Load() && ri.shared.Load() {
+			names, ris = append(names, name), append(ris, ri)
+		}
+	}
+	p.rmu.Unlock()
+	var candidates map[string][]string // shared subscription → peers with members
+	for i, ri := range ris {
+		for _, e := range ri.tree.Load().Match(tp, nil, nil) {
+			if e.Group == "" {
+				continue
+			}
+			if candidates == nil {
+				candidates = map[string][]string{}
+			}
+			candidates[e.Filter] = append(candidates[e.Filter], names[i])
+		}
+	}
+	if candidates == nil {
+		return nil
+	}
+	local := p.opts.Broker.SharedGroups(tp)
+	var out map[string][]string
+	turn := p.sharedTurn.Add(1)
+	for g, peers := range candidates {
+		if slices.Contains(local, g) {
+			continue
+		}
+		slices.Sort(peers)
+		peer := peers[turn%uint64(len(peers))]
+		if out == nil {
+			out = map[string][]string{}
+		}
+		out[peer] = append(out[peer], g)
+	}
+	return out
+}
+
 // heard applies an announcement from sender.
 func (p *Plane) heard(sender string, op byte, filters []string) {
 	ri := p.remote(sender)
@@ -223,10 +272,23 @@ func (p *Plane) heard(sender string, op byte, filters []string) {
 		ri.filters[f] = struct{}{}
 	}
 	t := &topic.Tree[string]{}
+	shared := false
 	for f := range ri.filters {
+		if _, _, sh, err := topic.ParseShared(f); err != nil {
+			continue
+		} else if sh {
+			shared = true
+		}
 		t.Subscribe(topic.Entry[string]{Client: f, Filter: f})
 	}
 	ri.tree.Store(t)
+	if was := ri.shared.Swap(shared); was != shared {
+		if shared {
+			p.sharedPeers.Add(1)
+		} else {
+			p.sharedPeers.Add(-1)
+		}
+	}
 	ri.fresh.Store(true)
 }
 

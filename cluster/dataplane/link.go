@@ -176,9 +176,9 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 	for {
 		if l.p.out.inflight(l.ps) < lim.inflight {
 			frame = wire.AppendHeader(frame[:0], l.p.opts.NodeName, l.p.boot)
-			fpid, n := l.p.out.take(l.ps, lim.maxBytes, want, func(seq uint64, msg []byte) int {
-				frame = wire.AppendRecord(frame, seq, msg)
-				return wire.RecordSize(seq, msg)
+			fpid, n := l.p.out.take(l.ps, lim.maxBytes, want, func(seq uint64, msg []byte, groups []string) int {
+				frame = wire.AppendRecord(frame, seq, msg, groups)
+				return wire.RecordSize(seq, msg, groups)
 			}, nextPID)
 			if n > 0 {
 				pub := packet.Publish{Topic: []byte(frameTopic), Payload: l.p.opts.Signer.Sign(frame)}

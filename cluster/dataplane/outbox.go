@@ -12,6 +12,9 @@ type entry struct {
 	msg    []byte
 	topic  string // for the peers' interest; "" for control records
 	retain bool   // retained messages go to every peer, interested or not
+	// groups are, per peer, the shared subscriptions it delivers the
+	// message to (Plane.sharedFor); nil for most messages.
+	groups map[string][]string
 }
 
 // ctlEntry is a control record (an interest announcement): sent before
@@ -139,18 +142,22 @@ func signal(ps *peerStream) {
 
 // addBestEffort queues msg for every peer whose link is up and that
 // wants topic.
-func (o *outbox) addBestEffort(msg []byte, topic string, want func(peer, topic string) bool) {
+func (o *outbox) addBestEffort(msg []byte, topic string, groups map[string][]string, want func(peer, topic string) bool) {
 	o.mu.Lock()
 	for name, ps := range o.peers {
 		if !want(name, topic) {
 			continue
+		}
+		var g map[string][]string
+		if gs := groups[name]; gs != nil {
+			g = map[string][]string{name: gs}
 		}
 		if !ps.up || ps.beBytes+len(msg) > maxBestEffortBytes {
 			ps.beDropped++
 			continue
 		}
 		ps.beBytes += len(msg)
-		ps.be = append(ps.be, entry{msg: msg})
+		ps.be = append(ps.be, entry{msg: msg, groups: g})
 		signal(ps)
 	}
 	o.mu.Unlock()
@@ -159,10 +166,10 @@ func (o *outbox) addBestEffort(msg []byte, topic string, want func(peer, topic s
 // addReliable appends msg to the stream. With a store, done is called
 // once the record is on disk (or failed to get there) and addReliable
 // returns true; without one it returns false and never calls done.
-func (o *outbox) addReliable(msg []byte, topic string, retain bool, done func(error)) bool {
+func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[string][]string, done func(error)) bool {
 	o.mu.Lock()
 	seq := o.head() + 1
-	o.entries = append(o.entries, entry{seq: seq, msg: msg, topic: topic, retain: retain})
+	o.entries = append(o.entries, entry{seq: seq, msg: msg, topic: topic, retain: retain, groups: groups})
 	if len(o.entries) > o.max {
 		o.dropOldestLocked()
 	}
@@ -232,14 +239,14 @@ func (o *outbox) trimLocked() {
 // as in flight, covering the stream up to where take stopped; take
 // returns that identifier (0: send the frame unconfirmed) and how many
 // records were taken.
-func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool, add func(seq uint64, msg []byte) int, nextPID func() uint16) (pid uint16, n int) {
+func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool, add func(seq uint64, msg []byte, groups []string) int, nextPID func() uint16) (pid uint16, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var dones []func()
 	confirm := false
 	size := 0
 	for _, c := range ps.ctl {
-		size += add(0, c.msg)
+		size += add(0, c.msg, nil)
 		if c.done != nil {
 			dones = append(dones, c.done)
 		}
@@ -253,7 +260,7 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 		if n > 0 && size+len(ps.be[i].msg) > maxBytes {
 			break
 		}
-		size += add(0, ps.be[i].msg)
+		size += add(0, ps.be[i].msg, ps.be[i].groups[ps.name])
 		ps.beBytes -= len(ps.be[i].msg)
 		n++
 	}
@@ -268,7 +275,7 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 		if n > 0 && size+len(e.msg) > maxBytes {
 			break
 		}
-		size += add(e.seq, e.msg)
+		size += add(e.seq, e.msg, e.groups[ps.name])
 		ps.sent = e.seq
 		confirm = true
 		n++

@@ -17,7 +17,7 @@ func nextPID() uint16 { pids++; return pids }
 // numbers (0 for best effort) and payloads.
 func takeAll(o *outbox, ps *peerStream) (seqs []uint64, msgs []string) {
 	for {
-		_, n := o.take(ps, 1<<20, func(string) bool { return true }, func(seq uint64, msg []byte) int {
+		_, n := o.take(ps, 1<<20, func(string) bool { return true }, func(seq uint64, msg []byte, _ []string) int {
 			seqs, msgs = append(seqs, seq), append(msgs, string(msg))
 			return len(msg)
 		}, nextPID)
@@ -32,9 +32,9 @@ func TestOutboxConfirmResendAndBound(t *testing.T) {
 	a := o.addPeer("a")
 	o.setUp(a, true)
 	for i := range 2 {
-		o.addReliable([]byte(fmt.Sprint("r", i)), "t", false, nil)
+		o.addReliable([]byte(fmt.Sprint("r", i)), "t", false, nil, nil)
 	}
-	o.addBestEffort([]byte("be"), "t", func(string, string) bool { return true })
+	o.addBestEffort([]byte("be"), "t", nil, func(string, string) bool { return true })
 	seqs, msgs := takeAll(o, a)
 	if fmt.Sprint(seqs, msgs) != "[0 1 2] [be r0 r1]" {
 		t.Fatalf("first frame: %v %v", seqs, msgs)
@@ -51,7 +51,7 @@ func TestOutboxConfirmResendAndBound(t *testing.T) {
 	}
 	// Beyond max the oldest goes, counted for the peer that missed it.
 	for i := range 5 {
-		o.addReliable([]byte(fmt.Sprint("s", i)), "t", false, nil)
+		o.addReliable([]byte(fmt.Sprint("s", i)), "t", false, nil, nil)
 	}
 	if st := o.stats(a); st.Backlog != 3 || st.Dropped != 2 {
 		t.Fatalf("over the bound: %+v, want backlog 3 and 2 dropped", st)
@@ -75,7 +75,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 	a, b := o.addPeer("a"), o.addPeer("b")
 	done := make(chan error, 3)
 	for i := range 3 {
-		if !o.addReliable(wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(fmt.Sprint("m", i))}), "t", false, func(err error) { done <- err }) {
+		if !o.addReliable(wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(fmt.Sprint("m", i))}), "t", false, nil, func(err error) { done <- err }) {
 			t.Fatal("a stored outbox did not wait for the store")
 		}
 	}
@@ -85,7 +85,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 		}
 	}
 	// a confirms a frame with the first record only.
-	pid, _ := o.take(a, 1, func(string) bool { return true }, func(uint64, []byte) int { return 2 }, nextPID)
+	pid, _ := o.take(a, 1, func(string) bool { return true }, func(uint64, []byte, []string) int { return 2 }, nextPID)
 	o.confirm("a", a, pid)
 	_ = b
 	st.close()
@@ -103,7 +103,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 	// Only t is wanted: the records read back know their topic.
 	var payloads []string
 	for {
-		_, n := o.take(a, 1<<20, func(tp string) bool { return tp == "t" }, func(_ uint64, msg []byte) int {
+		_, n := o.take(a, 1<<20, func(tp string) bool { return tp == "t" }, func(_ uint64, msg []byte, _ []string) int {
 			d, err := wire.DecodeMessage(msg)
 			if err != nil {
 				t.Fatal(err)
@@ -133,12 +133,12 @@ func TestOutboxPassesOverUnwanted(t *testing.T) {
 	o := newOutbox(100, nil)
 	a := o.addPeer("a")
 	o.setUp(a, true)
-	o.addReliable([]byte("x1"), "x/1", false, nil)
-	o.addReliable([]byte("y1"), "y/1", false, nil)
-	o.addReliable([]byte("x2"), "x/2", true, nil)
+	o.addReliable([]byte("x1"), "x/1", false, nil, nil)
+	o.addReliable([]byte("y1"), "y/1", false, nil, nil)
+	o.addReliable([]byte("x2"), "x/2", true, nil, nil)
 	onlyY := func(tp string) bool { return tp[0] == 'y' }
 	var got []string
-	pid, n := o.take(a, 1<<20, onlyY, func(_ uint64, msg []byte) int { got = append(got, string(msg)); return len(msg) }, nextPID)
+	pid, n := o.take(a, 1<<20, onlyY, func(_ uint64, msg []byte, _ []string) int { got = append(got, string(msg)); return len(msg) }, nextPID)
 	if fmt.Sprint(got) != "[y1 x2]" || pid == 0 || n != 2 || a.frames[0].lastSeq != 3 {
 		t.Fatalf("took %v (pid %d, n %d, frames %+v), want y1 and the retained x2, covering up to 3", got, pid, n, a.frames)
 	}
@@ -146,8 +146,8 @@ func TestOutboxPassesOverUnwanted(t *testing.T) {
 	if st := o.stats(a); st.Backlog != 0 {
 		t.Fatalf("backlog %d after the confirmation", st.Backlog)
 	}
-	o.addReliable([]byte("x3"), "x/3", false, nil)
-	if _, n := o.take(a, 1<<20, onlyY, func(uint64, []byte) int { return 0 }, nextPID); n != 0 {
+	o.addReliable([]byte("x3"), "x/3", false, nil, nil)
+	if _, n := o.take(a, 1<<20, onlyY, func(uint64, []byte, []string) int { return 0 }, nextPID); n != 0 {
 		t.Fatalf("took %d unwanted records", n)
 	}
 	if st := o.stats(a); st.Backlog != 0 || len(o.entries) != 0 {

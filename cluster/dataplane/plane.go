@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gantry/broker"
@@ -34,6 +35,9 @@ type Deliverer interface {
 	// Filters returns the filters of every local session (the interest
 	// this node announces).
 	Filters() []string
+	// SharedGroups returns the local shared subscriptions whose group
+	// matches a topic.
+	SharedGroups(topic string) []string
 }
 
 // Options configure a Plane.
@@ -88,7 +92,11 @@ type Plane struct {
 	local   localInterest
 	rmu     sync.Mutex // guards remotes
 	remotes map[string]*remoteInterest
-	wg      sync.WaitGroup // runAnnounce
+	// sharedPeers counts the peers that announced shared subscriptions;
+	// sharedTurn picks the next of several peers serving one group.
+	sharedPeers atomic.Int32
+	sharedTurn  atomic.Uint64
+	wg          sync.WaitGroup // runAnnounce
 }
 
 // New builds a data plane; Start runs it.
@@ -210,15 +218,16 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 		return nil // no peer yet: a one-node cluster
 	}
 	enc := wire.AppendMessage(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m)
+	groups := p.sharedFor(m.Topic)
 	if !reliable {
-		p.out.addBestEffort(enc, m.Topic, p.wants)
+		p.out.addBestEffort(enc, m.Topic, groups, p.wants)
 		return nil
 	}
 	if m.QoS == 0 {
-		p.out.addReliable(enc, m.Topic, m.Retain, nil) // nobody waits for a QoS 0 publish
+		p.out.addReliable(enc, m.Topic, m.Retain, groups, nil) // nobody waits for a QoS 0 publish
 		return nil
 	}
-	if p.out.addReliable(enc, m.Topic, m.Retain, r.Resolve) {
+	if p.out.addReliable(enc, m.Topic, m.Retain, groups, r.Resolve) {
 		return broker.ErrDeferred // acknowledged once the record is on disk
 	}
 	return nil

@@ -101,11 +101,11 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	}
 	var batch []*broker.Message
 	for len(records) > 0 {
-		var seq uint64
-		var enc []byte
-		if seq, enc, records, err = wire.NextRecord(records); err != nil {
+		var rec wire.Record
+		if rec, records, err = wire.NextRecord(records); err != nil {
 			break
 		}
+		seq, enc := rec.Seq, rec.Msg
 		if seq != 0 {
 			if seq <= s.lastSeq {
 				r.duplicates.Add(1)
@@ -130,6 +130,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			p.heard(h.Sender, op, filters)
 			continue
 		}
+		d.Msg.PeerGroups = rec.Groups
 		batch = append(batch, d.Msg)
 	}
 	if err != nil {

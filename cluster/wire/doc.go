@@ -13,9 +13,11 @@
 //	uvarint  boot: the sender's incarnation (Unix ns when its data plane
 //	         started); reliable sequence numbers restart with it
 //	record*  until the end of the frame:
-//	  uvarint  seq: the record's number in the sender's reliable stream to
-//	           this receiver (1, 2, ...), 0 for a best-effort record (QoS 0)
+//	  uvarint  seq: the record's number in the sender's reliable stream
+//	           (1, 2, ...), 0 for a best-effort or control record
 //	  uvarint  n, then n bytes: one message
+//	  uvarint  count, then count strings: the shared subscriptions
+//	           ($share/{group}/{filter}) the receiver delivers it to
 //
 // # Message
 //

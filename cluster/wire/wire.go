@@ -37,15 +37,25 @@ func AppendHeader(dst []byte, sender string, boot uint64) []byte {
 }
 
 // AppendRecord appends one record, a message encoded by AppendMessage
-// with its sequence number (0: best effort), to a frame.
-func AppendRecord(dst []byte, seq uint64, msg []byte) []byte {
+// with its sequence number (0: best effort) and the shared subscriptions
+// the receiver delivers it to (usually none), to a frame.
+func AppendRecord(dst []byte, seq uint64, msg []byte, groups []string) []byte {
 	dst = binary.AppendUvarint(dst, seq)
-	return appendBytes(dst, msg)
+	dst = appendBytes(dst, msg)
+	dst = binary.AppendUvarint(dst, uint64(len(groups)))
+	for _, g := range groups {
+		dst = appendString(dst, g)
+	}
+	return dst
 }
 
 // RecordSize is the number of bytes AppendRecord adds.
-func RecordSize(seq uint64, msg []byte) int {
-	return uvarintSize(seq) + uvarintSize(uint64(len(msg))) + len(msg)
+func RecordSize(seq uint64, msg []byte, groups []string) int {
+	n := uvarintSize(seq) + uvarintSize(uint64(len(msg))) + len(msg) + uvarintSize(uint64(len(groups)))
+	for _, g := range groups {
+		n += uvarintSize(uint64(len(g))) + len(g)
+	}
+	return n
 }
 
 // ParseHeader reads a frame's header and returns the records that follow.
@@ -64,16 +74,28 @@ func ParseHeader(frame []byte) (Header, []byte, error) {
 	return h, r.b, nil
 }
 
+// Record is one record of a frame.
+type Record struct {
+	Seq    uint64   // 0: best effort
+	Msg    []byte   // the message's encoding; aliases the frame
+	Groups []string // shared subscriptions the receiver delivers it to
+}
+
 // NextRecord reads the record at the start of records and returns the
-// rest. The message bytes alias records.
-func NextRecord(records []byte) (seq uint64, msg, rest []byte, err error) {
+// rest.
+func NextRecord(records []byte) (Record, []byte, error) {
 	r := reader{b: records}
-	seq = r.uvarint()
-	msg = r.bytes()
-	if r.err != nil {
-		return 0, nil, nil, r.err
+	rec := Record{Seq: r.uvarint(), Msg: r.bytes()}
+	if n := r.count(1); n > 0 {
+		rec.Groups = make([]string, 0, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			rec.Groups = append(rec.Groups, r.string())
+		}
 	}
-	return seq, msg, r.b, nil
+	if r.err != nil {
+		return Record{}, nil, r.err
+	}
+	return rec, r.b, nil
 }
 
 // AppendMessage appends m's encoding to dst.

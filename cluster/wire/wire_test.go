@@ -56,27 +56,26 @@ func TestFrameRoundTrip(t *testing.T) {
 	m1 := AppendMessage(nil, &broker.Message{Topic: "a", Payload: []byte("1")})
 	m2 := AppendMessage(nil, &broker.Message{Topic: "b", Payload: []byte("2"), QoS: 1})
 	f := AppendHeader(nil, "broker-a", 42)
-	f = AppendRecord(f, 0, m1)
-	f = AppendRecord(f, 7, m2)
-	if got, want := len(f), len(AppendHeader(nil, "broker-a", 42))+RecordSize(0, m1)+RecordSize(7, m2); got != want {
+	f = AppendRecord(f, 0, m1, nil)
+	f = AppendRecord(f, 7, m2, []string{"$share/g/b"})
+	if got, want := len(f), len(AppendHeader(nil, "broker-a", 42))+RecordSize(0, m1, nil)+RecordSize(7, m2, []string{"$share/g/b"}); got != want {
 		t.Fatalf("frame of %d bytes, sizes add up to %d", got, want)
 	}
 	h, rest, err := ParseHeader(f)
 	if err != nil || h != (Header{Sender: "broker-a", Boot: 42}) {
 		t.Fatalf("header %+v %v", h, err)
 	}
-	var seqs []uint64
-	var msgs [][]byte
+	var recs []Record
 	for len(rest) > 0 {
-		var seq uint64
-		var msg []byte
-		if seq, msg, rest, err = NextRecord(rest); err != nil {
+		var rec Record
+		if rec, rest, err = NextRecord(rest); err != nil {
 			t.Fatal(err)
 		}
-		seqs, msgs = append(seqs, seq), append(msgs, msg)
+		recs = append(recs, rec)
 	}
-	if !reflect.DeepEqual(seqs, []uint64{0, 7}) || !bytes.Equal(msgs[0], m1) || !bytes.Equal(msgs[1], m2) {
-		t.Fatalf("records %v %q", seqs, msgs)
+	if len(recs) != 2 || recs[0].Seq != 0 || recs[1].Seq != 7 || !bytes.Equal(recs[0].Msg, m1) || !bytes.Equal(recs[1].Msg, m2) ||
+		recs[0].Groups != nil || !reflect.DeepEqual(recs[1].Groups, []string{"$share/g/b"}) {
+		t.Fatalf("records %+v", recs)
 	}
 }
 
@@ -108,12 +107,12 @@ func TestCorruptRefused(t *testing.T) {
 // FuzzDecode: no input makes the decoders panic, and a message that
 // decodes encodes back to the same bytes.
 func FuzzDecode(f *testing.F) {
-	f.Add(AppendRecord(AppendHeader(nil, "n", 1), 3, AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("p"), QoS: 1})))
+	f.Add(AppendRecord(AppendHeader(nil, "n", 1), 3, AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("p"), QoS: 1}), []string{"$share/g/t"}))
 	f.Add(AppendMessage(nil, &broker.Message{Topic: "t", ContentType: "x", UserProperties: []packet.UserProperty{{Key: "a", Value: "b"}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, rest, err := ParseHeader(b); err == nil {
 			for len(rest) > 0 {
-				if _, _, rest, err = NextRecord(rest); err != nil {
+				if _, rest, err = NextRecord(rest); err != nil {
 					break
 				}
 			}
