@@ -107,3 +107,15 @@ bench-cluster: build
 
 clean:
 	rm -rf bin
+
+# Device connectors (drivers/): 50 tags at 100 ms on every protocol at once
+# for SOAK_DURATION (10m), a device restarting every 20 s; fails when
+# goroutines, file descriptors or heap grow. Needs the peers .ci/run installs.
+.PHONY: soak-drivers bench-drivers
+SOAK_DURATION ?= 10m
+soak-drivers:
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags soak -count=1 -timeout 60m -run 'TestSoak$$' -v ./drivers/engine/
+
+# Tags per second per protocol against the local peers (100 tags, EVERY 10 ms).
+bench-drivers:
+	$(GO) test -tags soak -count=1 -timeout 20m -run 'TestBenchTags$$' -v ./drivers/engine/

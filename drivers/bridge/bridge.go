@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -184,10 +183,11 @@ func New(cfg *Config, local Local, rep Reporter, minBackoff, maxBackoff time.Dur
 	return b
 }
 
-// Run connects and bridges until ctx ends, then disconnects.
-func (b *Bridge) Run(ctx context.Context) {
-	b.client.Connect() // with ConnectRetry it keeps trying in the background
-	<-ctx.Done()
+// Start connects (in the background: paho keeps trying with backoff).
+func (b *Bridge) Start() { b.client.Connect() }
+
+// Stop disconnects, waiting at most 250 ms for work in progress.
+func (b *Bridge) Stop() {
 	b.client.Disconnect(250)
 	b.rep.State(false, nil)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync"
+	"time"
 
 	"gantry/broker"
 	"gantry/drivers/bridge"
@@ -33,7 +34,18 @@ func (r *bridgeRunner) run(ctx context.Context, c *connector) {
 	r.mu.Lock()
 	r.b = b
 	r.mu.Unlock()
-	b.Run(ctx)
+	b.Start()
+	status := time.NewTicker(c.m.o.StatusInterval)
+	defer status.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-status.C:
+			c.publishStatus()
+		}
+	}
+	b.Stop()
 	r.mu.Lock()
 	r.b = nil
 	r.mu.Unlock()
