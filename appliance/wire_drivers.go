@@ -71,7 +71,13 @@ var (
 	}
 )
 
+// listenerUpDesc is the seed's coreflux_route_listener_up: 1 for each
+// server connector listening, 0 for one whose bind failed.
+var listenerUpDesc = prometheus.NewDesc("coreflux_route_listener_up", "1 when a server connector's listener is bound, 0 when its bind failed (not retried).",
+	[]string{"connector", "type", "address"}, nil)
+
 func (c connectorCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- listenerUpDesc
 	ch <- connUpDesc
 	ch <- connHealthDesc
 	ch <- connPollDesc
@@ -82,9 +88,16 @@ func (c connectorCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c connectorCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, l := range c.m.Listeners() {
+		up := 0.0
+		if l.Up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(listenerUpDesc, prometheus.GaugeValue, up, l.Connector, l.Type, l.Address)
+	}
 	for _, s := range c.m.Snapshots() {
 		up := 0.0
-		if s.Connection == engine.Connected {
+		if s.Connection == engine.Connected || s.Connection == engine.Listening {
 			up = 1
 		}
 		h := map[string]float64{engine.Green: 2, engine.Yellow: 1}[s.Health]

@@ -29,6 +29,7 @@ var protocols = map[string]struct {
 	"MQTT_BRIDGE":   {"DESTINATION_CONFIG", buildBridge},
 	"OPCUA":         {"OPCUA_CONFIG", buildOPCUA},
 	"SIEMENS_S7":    {"S7_CONFIG", buildS7},
+	"MODBUS_SERVER": {"MODBUS_SERVER_CONFIG", buildModbusServer},
 }
 
 // build reads a connector's definition: the shared parts, then the
@@ -66,4 +67,11 @@ func buildOPCUA(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
 func buildS7(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
 	cfg := s7.Parse(s)
 	return &poller{newDevice: func() drivers.Device { return s7.New(cfg) }}, cfg.Describe()
+}
+
+func buildModbusServer(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
+	cfg := modbus.ParseServer(s)
+	r := &modbusServerRunner{cfg: cfg}
+	r.srv = modbus.NewServer(cfg, r.clientWrite)
+	return r, cfg.Describe()
 }

@@ -107,6 +107,9 @@ func (c *connector) setState(state, errText string) {
 	c.st.mu.Unlock()
 	if changed {
 		c.publishStatus()
+		if serverTypes[c.spec.Type] {
+			c.m.publishListeners()
+		}
 	}
 }
 

@@ -84,6 +84,8 @@ type node struct {
 	m   *Manager
 	cli *broker.Client // publishes as an MQTT client would (writes)
 
+	deployed []Definition
+
 	mu   sync.Mutex
 	last map[string]string
 	log  map[string][]string
@@ -128,14 +130,23 @@ func newNode(t *testing.T, opts ...func(*Options)) *node {
 	return n
 }
 
-// deploy parses LoT source holding connectors and deploys them all.
-func (n *node) deploy(src string) {
+// deploy parses LoT source holding connectors and deploys them: what it
+// holds replaces what was deployed (as a project load would).
+func (n *node) deploy(src string) { n.deployKeep(src, false) }
+
+// deployAdd deploys the connectors of src beside those already deployed.
+func (n *node) deployAdd(src string) { n.deployKeep(src, true) }
+
+func (n *node) deployKeep(src string, keep bool) {
 	n.t.Helper()
 	f, err := syntax.Parse("test", src)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	var list []Definition
+	if keep {
+		list = append(list, n.deployed...)
+	}
 	for _, d := range f.Defs {
 		c := d.(*syntax.Connector)
 		if err := n.m.Check(c, nil); err != nil {
@@ -143,6 +154,7 @@ func (n *node) deploy(src string) {
 		}
 		list = append(list, Definition{Name: c.Name, Source: src, Def: c})
 	}
+	n.deployed = list
 	n.m.Deploy(list, nil)
 }
 

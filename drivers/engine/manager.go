@@ -155,7 +155,7 @@ func (m *Manager) Deploy(list []Definition, env drivers.Env) {
 		}
 		c := m.newConnector(d, env)
 		next[d.Name] = c
-		if !m.o.WaitForOwner || m.wanted[d.Name] {
+		if !m.o.WaitForOwner || m.wanted[d.Name] || serverTypes[d.Def.Type] {
 			starts = append(starts, c)
 		}
 	}
@@ -166,12 +166,17 @@ func (m *Manager) Deploy(list []Definition, env drivers.Env) {
 	}
 	m.connectors = next
 	m.mu.Unlock()
+	servers := false
 	for _, c := range stops {
 		c.close()
 		if next[c.spec.Name] == nil {
 			m.publishSys(StatusTopic(c.spec.Name), nil)
 			m.publishSys(routesPrefix+c.spec.Name+"/status", nil)
 		}
+		servers = servers || serverTypes[c.spec.Type]
+	}
+	if servers {
+		m.publishListeners()
 	}
 	for _, c := range starts {
 		c.open()

@@ -34,7 +34,7 @@ func mappingOf(every string, tags func(i int) string, count int) string {
 var protocolCases = []protocolCase{
 	{"MODBUS_TCP", func(t *testing.T, nd *node, tags int, every string) (string, func(<-chan struct{})) {
 		p := newPLC(t)
-		nd.deploy(modbusSource("MBTCP", p, "", mappingOf(every, func(i int) string {
+		nd.deployAdd(modbusSource("MBTCP", p, "", mappingOf(every, func(i int) string {
 			return tag(fmt.Sprintf("t%d", i), fmt.Sprintf(`ADDRESS "%d"`, i%100), `DATA_TYPE "UINT16"`, fmt.Sprintf(`SOURCE_TOPIC "soak/mbtcp/%d"`, i))
 		}, tags)))
 		// The device restarts every 20 s: reconnects must not leak.
@@ -55,14 +55,14 @@ var protocolCases = []protocolCase{
 	{"MODBUS_SERIAL", func(t *testing.T, nd *node, tags int, every string) (string, func(<-chan struct{})) {
 		line := newSerialLine(t)
 		startSlave(t, line.srv, 0)
-		nd.deploy(rtuSource("MBRTU", line.cli, mappingOf(every, func(i int) string {
+		nd.deployAdd(rtuSource("MBRTU", line.cli, mappingOf(every, func(i int) string {
 			return tag(fmt.Sprintf("t%d", i), fmt.Sprintf(`ADDRESS "%d"`, i%100), `DATA_TYPE "UINT16"`, fmt.Sprintf(`SOURCE_TOPIC "soak/mbrtu/%d"`, i))
 		}, tags)))
 		return "MBRTU", nil
 	}},
 	{"SIEMENS_S7", func(t *testing.T, nd *node, tags int, every string) (string, func(<-chan struct{})) {
 		s := newSnap7(t)
-		nd.deploy(s7Source("S7", s, mappingOf(every, func(i int) string {
+		nd.deployAdd(s7Source("S7", s, mappingOf(every, func(i int) string {
 			return tag(fmt.Sprintf("t%d", i), fmt.Sprintf(`ADDRESS "DB1.DBW%d"`, 2*(i%128)), fmt.Sprintf(`SOURCE_TOPIC "soak/s7/%d"`, i))
 		}, tags)))
 		return "S7", nil
@@ -70,7 +70,7 @@ var protocolCases = []protocolCase{
 	{"OPCUA", func(t *testing.T, nd *node, tags int, every string) (string, func(<-chan struct{})) {
 		s := newOPCUAServer(t)
 		nodes := []string{"Counter", "I16", "U16", "I32", "U32", "F32", "F64"}
-		nd.deploy(opcuaSource("UA", s, "        WITH SUBSCRIBE false\n", mappingOf(every, func(i int) string {
+		nd.deployAdd(opcuaSource("UA", s, "        WITH SUBSCRIBE false\n", mappingOf(every, func(i int) string {
 			return tag(fmt.Sprintf("t%d", i), fmt.Sprintf(`NODE_ID "ns=1;s=%s"`, nodes[i%len(nodes)]), `DATA_TYPE "FLOAT64"`,
 				fmt.Sprintf(`SOURCE_TOPIC "soak/ua/%d"`, i))
 		}, tags)))
@@ -78,7 +78,7 @@ var protocolCases = []protocolCase{
 	}},
 	{"MQTT_BRIDGE", func(t *testing.T, nd *node, tags int, every string) (string, func(<-chan struct{})) {
 		r := newRemoteBroker(t)
-		nd.deploy(strings.Replace(bridgeSource(r, "    ADD MAPPING all\n        WITH SOURCE_TOPIC \"bridge/#\"\n        WITH DESTINATION_TOPIC \"edge/#\"\n"),
+		nd.deployAdd(strings.Replace(bridgeSource(r, "    ADD MAPPING all\n        WITH SOURCE_TOPIC \"bridge/#\"\n        WITH DESTINATION_TOPIC \"edge/#\"\n"),
 			"ToCloud", "BR", 1))
 		d, _ := time.ParseDuration(strings.ReplaceAll(strings.ReplaceAll(every, " MILLISECONDS", "ms"), " ", ""))
 		return "BR", func(stop <-chan struct{}) {

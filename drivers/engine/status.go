@@ -85,7 +85,7 @@ func (s Snapshot) JSON() []byte {
 
 func health(state string, tagErrors int) string {
 	switch {
-	case state != Connected:
+	case state != Connected && state != Listening:
 		return Red
 	case tagErrors > 0:
 		return Yellow
