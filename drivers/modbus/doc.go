@@ -23,6 +23,12 @@
 // parity for Even): PORT, BAUD_RATE (19200), DATA_BITS (8), PARITY (NONE),
 // STOP_BITS (1).
 //
+// Server (MODBUS_SERVER) is the other direction: a Modbus TCP server, on
+// github.com/simonvetter/modbus's, that answers reads from the current
+// value of each tag (set by the engine from the tag's topic) and hands a
+// client's write of a whole writable tag back as a value. Its handler runs
+// on the library's goroutines; Server.mu guards the values.
+//
 // A Device is used by one goroutine at a time; Close may be called from
 // the same goroutine only. A request in progress ends when its context
 // does (TCP) or within READ_TIMEOUT (serial).
