@@ -148,3 +148,26 @@ func TestKeptValuesSurviveRestart(t *testing.T) {
 		t.Fatalf("after the restart: %q, want 4 (the kept 3, plus one)", got)
 	}
 }
+
+// TestModelErrorsOnSysTopic: a model that fails publishes its error,
+// retained, on $SYS/Coreflux/Models/<name>/Error as an action does on its
+// own; the next good evaluation clears it, and so does removing the model.
+func TestModelErrorsOnSysTopic(t *testing.T) {
+	h := newHarness(t)
+	h.mustCommand(`-addModel DEFINE MODEL Bad WITH TOPIC "mx/out"
+    ADD DOUBLE "v" WITH TOPIC "mx/v" AS TRIGGER
+    ADD DOUBLE "ratio" WITH (100 / GET TOPIC "mx/v" AS DOUBLE)`)
+	topic := modelErrorTopic("Bad")
+	h.root.publish(t, "mx/v", "0", 0)
+	h.settle(h.root)
+	got, ok := h.retained(topic)
+	if !ok || !strings.Contains(got, `"model":"Bad"`) {
+		t.Logf("out: %q", h.root.on("mx/out"))
+		t.Fatalf("%s = %q (%v), want the model's error", topic, got, ok)
+	}
+	h.root.publish(t, "mx/v", "4", 0)
+	h.settle(h.root)
+	if got, ok := h.retained(topic); ok {
+		t.Errorf("%s after a good evaluation: %q, want cleared", topic, got)
+	}
+}

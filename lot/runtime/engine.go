@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"gantry/broker"
 	"gantry/broker/topic"
@@ -127,12 +126,11 @@ type Engine struct {
 	matched []*topic.Entry[*action]
 
 	applyMu   sync.Mutex              // serialises deploys: a change is checked and applied as one step
-	mu        sync.Mutex              // guards timers, errored, described, broken, warned, watching
+	mu        sync.Mutex              // guards timers, errored, described, broken, watching
 	timers    map[string]string       // action with a timer → its schedule, as text
-	errored   map[string]*errorRecord // actions that failed since they were deployed
+	errored   map[string]*errorRecord // actions and models (errorKey) that failed since they were deployed
 	described map[string]bool         // actions with a retained DESCRIPTION
 	broken    map[defKey]error        // stored definitions left out because they do not build, and why
-	warned    map[string]time.Time    // when warnLimited last logged each key
 	watching  map[string]bool         // the trigger client's subscriptions
 	// errorsShown counts the errored records with published set, so that
 	// a good run checks for an error topic to clear without taking mu.
@@ -171,7 +169,7 @@ func New(o Options) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{}, warned: map[string]time.Time{}, watching: map[string]bool{},
+	e := &Engine{o: o, log: log.With("component", "lot"), timers: map[string]string{}, errored: map[string]*errorRecord{}, described: map[string]bool{}, watching: map[string]bool{},
 		events: make(chan broker.Event, eventQueue), lastPayload: map[string]payloadSum{}, keptWake: make(chan struct{}, 1)}
 	var err error
 	if e.cache, err = topiccache.New(o.Cache); err != nil {

@@ -121,17 +121,20 @@ func (e *Engine) publishSource(d *deployment, kind defs.Kind, name, source strin
 }
 
 // unpublishSource clears what publishSource published, and a removed
-// action's error.
+// action's or model's error.
 func (e *Engine) unpublishSource(kind defs.Kind, name string) {
 	e.publishSys(sysPrefix[kind]+name, nil)
 	switch kind {
 	case defs.Connector:
 		e.publishSys(routesPrefix+name, nil)
-	case defs.Action:
+	case defs.Action, defs.Model:
+		key := errorKey(kind, name)
 		e.mu.Lock()
-		described, errored := e.described[name], e.errored[name]
-		delete(e.described, name)
-		delete(e.errored, name)
+		described, errored := kind == defs.Action && e.described[name], e.errored[key]
+		if kind == defs.Action {
+			delete(e.described, name)
+		}
+		delete(e.errored, key)
 		if errored != nil && errored.published {
 			e.errorsShown.Add(-1)
 		}
@@ -140,7 +143,7 @@ func (e *Engine) unpublishSource(kind defs.Kind, name string) {
 			e.publishSys(descriptionTopic(name), nil)
 		}
 		if errored != nil && errored.published {
-			e.publishSys(errorTopic(name), nil)
+			e.publishSys(errorTopicOf(kind, name), nil)
 		}
 	}
 }

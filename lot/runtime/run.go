@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strings"
 	"time"
 
 	"gantry/broker"
 	"gantry/broker/topic"
+	"gantry/lot/defs"
 	"gantry/lot/interp"
 	"gantry/lot/syntax"
 	"gantry/lot/topiccache"
@@ -121,9 +123,9 @@ func (e *Engine) explode(mod *interp.Model, m *broker.Message) {
 		return e.publish(tp, payload, false, 0, m.Hops+1)
 	})
 	if err != nil {
-		e.stats.Errors.Add(1)
-		e.warnLimited("model "+mod.Name(), "model explosion failed", "model", mod.Name(), "topic", m.Topic, "err", err)
+		err = fmt.Errorf("exploding the JSON on %s: %w", m.Topic, err)
 	}
+	e.reportFailure(defs.Model, mod.Name(), err)
 }
 
 // runAction runs one action and delivers what it published. ev may be nil
@@ -185,10 +187,7 @@ func (e *Engine) publishModel(d *deployment, m *interp.Model, inst interp.Instan
 	if err == nil && inst.Topic != "" {
 		err = e.publish(inst.Topic, payload, m.Retain(), m.QoS(), hops+1)
 	}
-	if err != nil {
-		e.stats.Errors.Add(1)
-		e.warnLimited("model "+m.Name(), "model failed", "model", m.Name(), "err", err)
-	}
+	e.reportFailure(defs.Model, m.Name(), err)
 }
 
 // effects buffers a run's PUBLISH and KEEP in a topiccache.Frame, so that
@@ -302,9 +301,11 @@ func (r retainedReader) Retained(topic string) ([]byte, bool) {
 	return m.Payload, true
 }
 
-// actionError is the retained JSON on $SYS/Coreflux/Actions/<name>/Error.
+// actionError is the retained JSON on $SYS/Coreflux/Actions/<name>/Error
+// and $SYS/Coreflux/Models/<name>/Error.
 type actionError struct {
-	Action string    `json:"action"`
+	Action string    `json:"action,omitempty"`
+	Model  string    `json:"model,omitempty"`
 	Error  string    `json:"error"`
 	Line   int       `json:"line,omitempty"`
 	Column int       `json:"column,omitempty"`
@@ -314,6 +315,9 @@ type actionError struct {
 
 // errorTopic is where an action's last error is kept.
 func errorTopic(action string) string { return "$SYS/Coreflux/Actions/" + action + "/Error" }
+
+// modelErrorTopic is where a model's last error is kept.
+func modelErrorTopic(model string) string { return "$SYS/Coreflux/Models/" + model + "/Error" }
 
 // errorLogInterval rate-limits the log line of an action that keeps
 // failing (its error topic has every error).
@@ -329,13 +333,29 @@ type errorRecord struct {
 
 // reportRun publishes a failed run's error retained on the action's error
 // topic, and clears that topic after the next good run.
-func (e *Engine) reportRun(name string, err error) {
+func (e *Engine) reportRun(name string, err error) { e.reportFailure(defs.Action, name, err) }
+
+// errorKey is the errored map's key of a definition.
+func errorKey(kind defs.Kind, name string) string { return string(kind) + "/" + name }
+
+// errorTopicOf is where the last error of an action or model is kept.
+func errorTopicOf(kind defs.Kind, name string) string {
+	if kind == defs.Model {
+		return modelErrorTopic(name)
+	}
+	return errorTopic(name)
+}
+
+// reportFailure publishes an action's or a model's error, retained on its
+// error topic, and clears that topic after the next success (err nil).
+func (e *Engine) reportFailure(kind defs.Kind, name string, err error) {
+	key := errorKey(kind, name)
 	if err == nil {
 		if e.errorsShown.Load() == 0 {
 			return // no error topic to clear: a good run takes no lock
 		}
 		e.mu.Lock()
-		rec := e.errored[name]
+		rec := e.errored[key]
 		had := rec != nil && rec.published
 		if had {
 			rec.published = false
@@ -343,16 +363,16 @@ func (e *Engine) reportRun(name string, err error) {
 		}
 		e.mu.Unlock()
 		if had {
-			e.publishSys(errorTopic(name), nil)
+			e.publishSys(errorTopicOf(kind, name), nil)
 		}
 		return
 	}
 	e.stats.Errors.Add(1)
 	e.mu.Lock()
-	rec := e.errored[name]
+	rec := e.errored[key]
 	if rec == nil {
 		rec = &errorRecord{}
-		e.errored[name] = rec
+		e.errored[key] = rec
 	}
 	rec.count++
 	if !rec.published {
@@ -368,40 +388,22 @@ func (e *Engine) reportRun(name string, err error) {
 		rec.suppressed++
 	}
 	e.mu.Unlock()
-	ae := actionError{Action: name, Error: err.Error(), Time: now.UTC(), Count: n}
+	ae := actionError{Error: err.Error(), Time: now.UTC(), Count: n}
+	if kind == defs.Model {
+		ae.Model = name
+	} else {
+		ae.Action = name
+	}
 	var ie *interp.Error
 	if errors.As(err, &ie) {
 		ae.Line, ae.Column = ie.Pos.Line, ie.Pos.Col
 	}
 	data, _ := json.Marshal(ae)
-	e.publishSys(errorTopic(name), data)
+	e.publishSys(errorTopicOf(kind, name), data)
 	if logIt {
-		e.log.Warn("action failed", "action", name, "err", err, "errors", n, "not_logged_since_last", suppressed)
+		e.log.Warn(strings.ToLower(string(kind))+" failed", string(kind), name, "err", err, "errors", n, "not_logged_since_last", suppressed)
 	}
 }
-
-// warnLimited logs a warning unless one with the same key was logged less
-// than errorLogInterval ago: a model that fails on every message must not
-// flood the log.
-func (e *Engine) warnLimited(key, msg string, args ...any) {
-	now := time.Now()
-	e.mu.Lock()
-	last, seen := e.warned[key]
-	logIt := !seen || now.Sub(last) >= errorLogInterval
-	if logIt {
-		if !seen && len(e.warned) >= maxWarnKeys {
-			clear(e.warned)
-		}
-		e.warned[key] = now
-	}
-	e.mu.Unlock()
-	if logIt {
-		e.log.Warn(msg, args...)
-	}
-}
-
-// maxWarnKeys bounds the keys warnLimited remembers.
-const maxWarnKeys = 10_000
 
 // publishSys publishes a retained $SYS message (an empty payload clears it).
 func (e *Engine) publishSys(tp string, payload []byte) {
