@@ -12,6 +12,7 @@ GOARCH_armv7 := arm
 GOARCH_amd64 := amd64
 
 .PHONY: build run test cross test32 lint fuzz bench bench-cluster clean boot-smoke console-check console-editor console-screenshots
+.PHONY: image bundle image-test
 
 ARCHS    := arm64 armv7 amd64
 # Packages whose tests also run as a 32-bit (386) build: pure code where an
@@ -55,6 +56,24 @@ cross:
 boot-smoke: cross
 	GANTRY_BOOT=tiny GANTRY_BIN=$(CURDIR)/bin GANTRY_VERSION=$(VERSION) \
 		$(GO) test -count=1 -timeout 6m -run 'TestQemuUser|TestTinyBoot' ./build/boot/
+
+# The appliance image (docs/appliance.md): build/out/gantry-$(VERSION)-$(ARCH).img.zst
+# and its .sha256. UPDATE_PUBKEY is the PEM public key the image trusts for
+# update bundles; make bundle signs with SIGNING_KEY (neither in the repository).
+image:
+	@test -n "$(GOARCH_$(ARCH))" || { echo "ARCH=$(ARCH): want arm64, armv7 or amd64"; exit 2; }
+	$(MAKE) --no-print-directory build ARCH=$(ARCH)
+	build/image/image.sh $(ARCH) $(VERSION) bin/gantry-$(ARCH) $(UPDATE_PUBKEY)
+
+bundle:
+	@test -n "$(SIGNING_KEY)" || { echo "make bundle ARCH=... SIGNING_KEY=key.pem (after make image)"; exit 2; }
+	build/image/mkbundle.sh $(ARCH) $(VERSION) build/work/$(ARCH)/root.ext4 $(SIGNING_KEY) build/out/gantry-$(VERSION)-$(ARCH).bundle
+
+# Boots the amd64 image under OVMF (about 10 minutes on 2 cores): a working
+# broker and console, a good update blessed, a broken one rolled back, the
+# watchdog restarting a frozen broker. Builds the image with a throwaway key.
+image-test:
+	build/image/image-test.sh $(VERSION)
 
 # The pure packages' tests as a 32-bit program (runs natively on x86-64).
 test32:

@@ -16,6 +16,7 @@ func (n *Node) opsHandler() http.Handler {
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.HandleFunc("GET /health/ready", n.serveReady)
+	mux.HandleFunc("GET /{$}", n.serveSetupPage)
 	mux.HandleFunc("GET /info", n.serveInfo)
 	mux.HandleFunc("GET /cluster", n.serveCluster)
 	if n.Cluster != nil {

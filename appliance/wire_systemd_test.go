@@ -111,3 +111,26 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	waitNotify(t, msgs, "STOPPING=1", 5*time.Second)
 }
+
+// TestSetupPage: GET / on the operations port (port 80 on the appliance)
+// names the version and leads to the console.
+func TestSetupPage(t *testing.T) {
+	_, ip := startNode(t, nil)
+	resp, err := http.Get("http://" + ip + ":9100/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `href="/ui/"`) || !strings.Contains(string(body), appliance.Version) {
+		t.Fatalf("GET / = %d\n%s", resp.StatusCode, body)
+	}
+	resp, err = http.Get("http://" + ip + ":9100/nothing-here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("GET /nothing-here = %d, want 404", resp.StatusCode)
+	}
+}

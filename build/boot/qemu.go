@@ -31,7 +31,8 @@ type VMConfig struct {
 	Kernel     string // direct kernel boot when set
 	Initrd     string
 	Append     string   // kernel command line (console= is added)
-	Disk       string   // raw disk image attached as virtio-blk
+	Disk       string   // raw disk image attached as virtio-blk, booted first
+	Media      string   // a second raw disk (removable media: an update stick)
 	Firmware   []string // pflash files for UEFI: code (read-only), vars (writable copy)
 	GuestPorts []int    // guest TCP ports forwarded from 127.0.0.1
 	Log        string
@@ -92,7 +93,10 @@ func Start(c VMConfig) (*VM, error) {
 		if c.Arch.NetDevice == "virtio-net-device" {
 			blk = "virtio-blk-device"
 		}
-		args = append(args, "-drive", "file="+c.Disk+",if=none,id=d0,format=raw", "-device", blk+",drive=d0")
+		args = append(args, "-drive", "file="+c.Disk+",if=none,id=d0,format=raw", "-device", blk+",drive=d0,bootindex=0")
+		if c.Media != "" {
+			args = append(args, "-drive", "file="+c.Media+",if=none,id=d1,format=raw", "-device", blk+",drive=d1")
+		}
 	}
 	args = append(args, c.Extra...)
 	vm.cmd = exec.Command(c.Arch.QemuSys, args...)

@@ -1,0 +1,320 @@
+package boot
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// imageEnv is what make image-test hands the image test.
+type imageEnv struct {
+	image, rootfs, rootExt4, key, bin, version, repo string
+}
+
+func needImageEnv(t *testing.T) imageEnv {
+	t.Helper()
+	needBoot(t, "image")
+	e := imageEnv{image: os.Getenv("GANTRY_IMAGE"), rootfs: os.Getenv("GANTRY_ROOTFS"),
+		rootExt4: os.Getenv("GANTRY_ROOT_EXT4"), key: os.Getenv("GANTRY_SIGNING_KEY"),
+		bin: os.Getenv("GANTRY_BIN"), version: os.Getenv("GANTRY_VERSION")}
+	for name, v := range map[string]string{"GANTRY_IMAGE": e.image, "GANTRY_ROOTFS": e.rootfs,
+		"GANTRY_ROOT_EXT4": e.rootExt4, "GANTRY_SIGNING_KEY": e.key, "GANTRY_BIN": e.bin, "GANTRY_VERSION": e.version} {
+		if v == "" {
+			t.Fatalf("%s not set: run make image-test", name)
+		}
+	}
+	var err error
+	if e.repo, err = ModuleRoot(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type readyBody struct{ Status, Version, Slot string }
+
+func ready(opsAddr string) (readyBody, error) {
+	body, err := Curl("http://" + opsAddr + "/health/ready")
+	if err != nil {
+		return readyBody{}, err
+	}
+	var rd readyBody
+	err = json.Unmarshal([]byte(body), &rd)
+	return rd, err
+}
+
+// waitReady polls /health/ready until it reports slot and version.
+func waitReady(t *testing.T, vm *VM, slot, version string, timeout time.Duration) {
+	t.Helper()
+	start := time.Now()
+	err := Eventually(timeout, func() error {
+		if done, err := vm.Exited(); done {
+			return fmt.Errorf("qemu exited: %v", err)
+		}
+		rd, err := ready(vm.Ports[9100])
+		if err != nil {
+			return err
+		}
+		if rd.Slot != slot || rd.Version != version {
+			return fmt.Errorf("ready on slot %q version %q, want slot %q version %q", rd.Slot, rd.Version, slot, version)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("/health/ready: %v\nconsole:\n%s", err, Tail(vm.Console(), 60))
+	}
+	t.Logf("slot %s, version %s ready %.1f s after qemu started", slot, version, time.Since(start).Seconds())
+}
+
+// TestImage boots the amd64 appliance image under OVMF and walks through
+// its life: the factory boot to a working broker and console, a good
+// update from an update stick that is tried and blessed, the watchdog
+// restarting a frozen broker, and a broken update that fails its three
+// tries and rolls back by itself.
+func TestImage(t *testing.T) {
+	e := needImageEnv(t)
+	dir := t.TempDir()
+	a, _ := ArchByName("amd64")
+
+	// The artefact as shipped: checksum, then the raw disk.
+	if _, err := Run("sh", "-c", fmt.Sprintf("cd %s && sha256sum -c %s.sha256", filepath.Dir(e.image), filepath.Base(e.image))); err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(dir, "disk.img")
+	if _, err := Run("zstd", "-q", "-d", "--long=30", e.image, "-o", disk); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := Partitions(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"esp", "root-a", "root-b", "data"} {
+		if _, ok := parts[n]; !ok {
+			t.Fatalf("partition %s missing: %v", n, parts)
+		}
+	}
+	if out, err := Run("systemd-analyze", "security", "--offline=true", "--root="+e.rootfs, "gantry.service"); err != nil {
+		t.Logf("systemd-analyze security (offline): %v", err)
+	} else {
+		t.Logf("systemd-analyze security --offline=true gantry.service: %s", lastLine(out))
+	}
+
+	// Provisioning: a data partition with an MQTT user, as a factory
+	// line would write it. The OS partitions stay as built.
+	pw := password()
+	seedData(t, e, disk, parts["data"], "boot", pw)
+
+	fw := []string{"/usr/share/OVMF/OVMF_CODE_4M.fd", filepath.Join(dir, "vars.fd")}
+	if _, err := Run("cp", "/usr/share/OVMF/OVMF_VARS_4M.fd", fw[1]); err != nil {
+		t.Fatal(err)
+	}
+	boot := func(name, media string) *VM {
+		vm, err := Start(VMConfig{Arch: a, MemoryMB: 1024, Disk: disk, Media: media, Firmware: fw,
+			GuestPorts: []int{1883, 9100, 80}, Log: filepath.Join(dir, name+".console")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vm
+	}
+
+	t.Run("factory boot", func(t *testing.T) {
+		vm := boot("factory", "")
+		defer vm.Stop()
+		waitReady(t, vm, "a", e.version, 5*time.Minute)
+		page, err := Curl("http://" + vm.Ports[80] + "/")
+		if err != nil || !strings.Contains(page, `href="/ui/"`) {
+			t.Fatalf("port 80: %v\n%s", err, page)
+		}
+		checkNode(t, vm.Ports[1883], vm.Ports[9100], "boot", pw, time.Minute)
+		if err := MQTTRoundTrip(vm.Ports[1883], "", "", 20*time.Second); err == nil {
+			t.Fatal("an anonymous MQTT client was accepted on first boot")
+		}
+		if err := vm.WaitConsole("gantry-boot-check: broker ready, console answers", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	v2 := e.version + "-good"
+	t.Run("good update is blessed; watchdog restarts a frozen broker", func(t *testing.T) {
+		root := filepath.Join(dir, "root-v2.ext4")
+		bin := filepath.Join(dir, "gantry-v2")
+		buildStamped(t, e, bin, v2)
+		os.WriteFile(filepath.Join(dir, "version-v2"), []byte(v2+"\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "freeze.service"), []byte(freezeUnit), 0o644)
+		copyExt4(t, e.rootExt4, root)
+		if err := Debugfs(root,
+			"rm /usr/bin/gantry", "write "+bin+" /usr/bin/gantry", "sif /usr/bin/gantry mode 0100755",
+			"rm /etc/gantry/version", "write "+filepath.Join(dir, "version-v2")+" /etc/gantry/version",
+			"write "+filepath.Join(dir, "freeze.service")+" /etc/systemd/system/gantry-test-freeze.service",
+			"symlink /etc/systemd/system/multi-user.target.wants/gantry-test-freeze.service /etc/systemd/system/gantry-test-freeze.service",
+		); err != nil {
+			t.Fatal(err)
+		}
+		media := updateStick(t, e, dir, "v2", v2, root)
+		vm := boot("update-v2", media)
+		defer vm.Stop()
+		start := time.Now()
+		if err := vm.WaitConsole("entry gantry-2-b+3.conf boots it next", 8*time.Minute); err != nil {
+			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
+		}
+		t.Logf("update installed into slot b %.1f s after qemu started", time.Since(start).Seconds())
+		waitReady(t, vm, "b", v2, 6*time.Minute)
+		if err := vm.WaitConsole("gantry-bless: gantry-2-b+2-1.conf is good: now gantry-2-b.conf", 3*time.Minute); err != nil {
+			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
+		}
+		t.Logf("trial boot blessed %.1f s after qemu started", time.Since(start).Seconds())
+		if err := vm.WaitConsole("GANTRY-TEST froze gantry pid", 3*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		frozen := time.Now()
+		if err := vm.WaitConsole("GANTRY-TEST watchdog restarted gantry", 3*time.Minute); err != nil {
+			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
+		}
+		t.Logf("frozen broker restarted by the watchdog %.1f s after SIGSTOP", time.Since(frozen).Seconds())
+		for _, l := range strings.Split(vm.Console(), "\n") {
+			if strings.Contains(l, "GANTRY-TEST") {
+				t.Log(strings.TrimSpace(l))
+			}
+		}
+		waitReady(t, vm, "b", v2, 2*time.Minute)
+		checkNode(t, vm.Ports[1883], vm.Ports[9100], "boot", pw, time.Minute)
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("broken update rolls back", func(t *testing.T) {
+		root := filepath.Join(dir, "root-v3.ext4")
+		broken := filepath.Join(dir, "gantry-broken")
+		os.WriteFile(broken, []byte("#!/bin/sh\necho 'gantry: broken on purpose by make image-test' >&2\nexit 1\n"), 0o755)
+		copyExt4(t, e.rootExt4, root)
+		if err := Debugfs(root, "rm /usr/bin/gantry", "write "+broken+" /usr/bin/gantry", "sif /usr/bin/gantry mode 0100755"); err != nil {
+			t.Fatal(err)
+		}
+		media := updateStick(t, e, dir, "v3", e.version+"-broken", root)
+		vm := boot("update-v3", media)
+		start := time.Now()
+		if err := vm.WaitConsole("entry gantry-3-a+3.conf boots it next", 8*time.Minute); err != nil {
+			vm.Stop()
+			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
+		}
+		deadline := time.Now().Add(15 * time.Minute)
+		for strings.Count(vm.Console(), "trial boot failed; rebooting") < 3 {
+			if time.Now().After(deadline) {
+				vm.Stop()
+				t.Fatalf("fewer than 3 failed tries within 15 min\n%s", Tail(vm.Console(), 40))
+			}
+			time.Sleep(2 * time.Second)
+		}
+		t.Logf("3 tries failed %.1f s after qemu started", time.Since(start).Seconds())
+		waitReady(t, vm, "b", v2, 6*time.Minute)
+		t.Logf("rolled back to slot b (%s) %.1f s after qemu started", v2, time.Since(start).Seconds())
+		vm.Stop()
+		entries, err := ESPEntries(disk, parts["esp"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("boot entries after the rollback: %v", entries)
+		want := map[string]bool{"gantry-2-b.conf": true, "gantry-3-a+0-3.conf": true}
+		for _, n := range entries {
+			delete(want, n)
+		}
+		if len(want) != 0 {
+			t.Fatalf("boot entries %v, missing %v", entries, want)
+		}
+	})
+}
+
+// freezeUnit is a test-only unit (in the image test's update bundle, never
+// in the shipped image): after the trial boot is blessed it stops the
+// broker with SIGSTOP and reports when systemd's watchdog restarted it.
+const freezeUnit = `[Unit]
+Description=image-test: freeze gantry once, the watchdog must restart it
+After=gantry-bless.service gantry.service
+[Service]
+Type=oneshot
+StandardOutput=journal+console
+ExecStart=/bin/bash -c 'echo "GANTRY-TEST security: $(systemd-analyze security gantry.service | tail -1)"; \
+pid=$(systemctl show -P MainPID gantry); echo "GANTRY-TEST froze gantry pid $pid"; kill -STOP $pid; \
+for i in $(seq 1 150); do n=$(systemctl show -P NRestarts gantry); now=$(systemctl show -P MainPID gantry); \
+if [ "$n" -ge 1 ] && [ "$now" != "$pid" ] && [ "$now" != 0 ]; then \
+echo "GANTRY-TEST watchdog restarted gantry: NRestarts=$n MainPID $pid -> $now; $(journalctl -u gantry -o cat | grep -m1 -i watchdog)"; exit 0; fi; sleep 1; done; \
+echo "GANTRY-TEST watchdog did not restart gantry"; exit 1'
+[Install]
+WantedBy=multi-user.target
+`
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// seedData writes a data partition holding an MQTT user into disk.
+func seedData(t *testing.T, e imageEnv, disk string, data Partition, user, pw string) {
+	t.Helper()
+	tree := filepath.Join(t.TempDir(), "data")
+	state := filepath.Join(tree, "gantry", "state")
+	cmd := exec.Command(filepath.Join(e.bin, "gantry-amd64"), "-addUser", user, pw)
+	cmd.Env = append(os.Environ(), "COREFLUX_DATA_DIR="+state)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("-addUser: %v\n%s", err, out)
+	}
+	if _, err := Run("chown", "-R", "901:901", filepath.Join(tree, "gantry")); err != nil {
+		t.Fatal(err)
+	}
+	ext4 := filepath.Join(t.TempDir(), "data.ext4")
+	if _, err := Run("mkfs.ext4", "-q", "-F", "-L", "data", "-d", tree, ext4, fmt.Sprintf("%dK", data.Size/1024)); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteAt(disk, data.Offset, ext4); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func buildStamped(t *testing.T, e imageEnv, out, version string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -X gantry/appliance.Version="+version, "-o", out, "./appliance/cmd/gantry")
+	cmd.Dir = e.repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+}
+
+func copyExt4(t *testing.T, from, to string) {
+	t.Helper()
+	if _, err := Run("cp", "--sparse=always", from, to); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// updateStick signs a bundle of root with make bundle's script and puts
+// it on a FAT "USB stick" labelled GANTRY-UPD.
+func updateStick(t *testing.T, e imageEnv, dir, name, version, root string) string {
+	t.Helper()
+	bundle := filepath.Join(dir, "gantry-"+name+".bundle")
+	if out, err := Run(filepath.Join(e.repo, "build/image/mkbundle.sh"), "amd64", version, root, e.key, bundle); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Log(strings.TrimSpace(out))
+	}
+	st, err := os.Stat(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stick := filepath.Join(dir, "stick-"+name+".img")
+	if _, err := Run("mkfs.vfat", "-n", "GANTRY-UPD", "-C", stick, fmt.Sprint(st.Size()/1024+32*1024)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run("mcopy", "-i", stick, bundle, "::/gantry-"+name+".bundle"); err != nil {
+		t.Fatal(err)
+	}
+	return stick
+}

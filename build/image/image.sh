@@ -1,0 +1,20 @@
+#!/bin/bash
+# image.sh ARCH VERSION GANTRY_BIN [UPDATE_PUBKEY] — what make image runs:
+# the base OS from the cache (built by base.sh when its hash is new), then
+# mkimage.sh into build/work/ARCH and build/out.
+set -euo pipefail
+arch=$1 version=$2 bin=$3 pubkey=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${GANTRY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gantry}
+key=$(sha256sum "$here/base.sh" | cut -c1-12)
+base=$cache/base-$arch-$key.tar
+mkdir -p "$cache"
+if [ ! -s "$base" ]; then
+	echo "base OS for $arch not cached ($base): building it with mmdebstrap"
+	start=$(date +%s)
+	"$here/base.sh" "$arch" "$base.new"
+	mv "$base.new" "$base"
+	echo "base OS for $arch: $(( $(date +%s) - start )) s, $(du -m "$base" | cut -f1) MB"
+fi
+build=$(dirname "$here")   # systemctl --root wants a path without ".."
+"$here/mkimage.sh" "$arch" "$version" "$bin" "$base" "$build/work/$arch" "$build/out" "$pubkey"
