@@ -73,7 +73,7 @@ bundle:
 # broker and console, a good update blessed, a broken one rolled back, the
 # watchdog restarting a frozen broker. Builds the image with a throwaway key.
 image-test:
-	build/image/image-test.sh $(VERSION)
+	build/image/image-test.sh $(VERSION) $(ARCH)
 
 # The pure packages' tests as a 32-bit program (runs natively on x86-64).
 test32:

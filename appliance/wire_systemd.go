@@ -187,10 +187,15 @@ var (
 	slot     string
 )
 
-// bootSlot returns the value of gantry.slot= on the kernel command line
-// ("" outside the appliance).
+// bootSlot returns the appliance's root slot: $GANTRY_SLOT (the unit sets
+// it, since its sandbox hides /proc/cmdline), else gantry.slot= on the
+// kernel command line; "" outside the appliance.
 func bootSlot() string {
-	slotOnce.Do(func() { slot = slotFromCmdline(readCmdline()) })
+	slotOnce.Do(func() {
+		if slot = os.Getenv("GANTRY_SLOT"); slot == "" {
+			slot = slotFromCmdline(readCmdline())
+		}
+	})
 	return slot
 }
 

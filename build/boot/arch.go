@@ -15,6 +15,9 @@ type Arch struct {
 	Machine   []string
 	Console   string // kernel console device
 	NetDevice string // virtio network device model
+	// UEFI firmware for the image boot: code (read-only) and the variable
+	// store template, copied per VM.
+	FirmwareCode, FirmwareVars string
 }
 
 // Arches are the shipped architectures, in the order tests run them.
@@ -26,6 +29,7 @@ var Arches = []Arch{
 		QemuSys:   "qemu-system-x86_64",
 		Machine:   []string{"-M", "q35,accel=tcg", "-cpu", "max"},
 		Console:   "ttyS0", NetDevice: "virtio-net-pci",
+		FirmwareCode: "/usr/share/OVMF/OVMF_CODE_4M.fd", FirmwareVars: "/usr/share/OVMF/OVMF_VARS_4M.fd",
 	},
 	{
 		Name: "arm64", GOARCH: "arm64", DebArch: "arm64",
@@ -35,6 +39,7 @@ var Arches = []Arch{
 		// pauth-impdef makes pointer authentication cheap to emulate.
 		Machine: []string{"-M", "virt,accel=tcg", "-cpu", "max,pauth-impdef=on"},
 		Console: "ttyAMA0", NetDevice: "virtio-net-device",
+		FirmwareCode: "/usr/share/AAVMF/AAVMF_CODE.fd", FirmwareVars: "/usr/share/AAVMF/AAVMF_VARS.fd",
 	},
 	{
 		Name: "armv7", GOARCH: "arm", GOARM: "7", DebArch: "armhf",
@@ -43,6 +48,7 @@ var Arches = []Arch{
 		QemuSys:   "qemu-system-arm",
 		Machine:   []string{"-M", "virt,accel=tcg,highmem=off", "-cpu", "cortex-a15"},
 		Console:   "ttyAMA0", NetDevice: "virtio-net-device",
+		FirmwareCode: "/usr/share/AAVMF/AAVMF32_CODE.fd", FirmwareVars: "/usr/share/AAVMF/AAVMF32_VARS.fd",
 	},
 }
 

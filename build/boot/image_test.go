@@ -75,68 +75,114 @@ func waitReady(t *testing.T, vm *VM, slot, version string, timeout time.Duration
 // update from an update stick that is tried and blessed, the watchdog
 // restarting a frozen broker, and a broken update that fails its three
 // tries and rolls back by itself.
-func TestImage(t *testing.T) {
-	e := needImageEnv(t)
-	dir := t.TempDir()
-	a, _ := ArchByName("amd64")
+// imageDisk is a decompressed image ready to boot, with its data
+// partition provisioned.
+type imageDisk struct {
+	arch  Arch
+	disk  string
+	parts map[string]Partition
+	pw    string // password of MQTT user "boot"
+	fw    []string
+	dir   string
+}
 
-	// The artefact as shipped: checksum, then the raw disk.
-	if _, err := Run("sh", "-c", fmt.Sprintf("cd %s && sha256sum -c %s.sha256", filepath.Dir(e.image), filepath.Base(e.image))); err != nil {
+// prepareImage checks the artefact's checksum, decompresses it and writes
+// a data partition holding the MQTT user "boot", as a factory line would
+// provision it. The OS partitions stay as built.
+func prepareImage(t *testing.T, e imageEnv, a Arch, image string) *imageDisk {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := Run("sh", "-c", fmt.Sprintf("cd %s && sha256sum -c %s.sha256", filepath.Dir(image), filepath.Base(image))); err != nil {
 		t.Fatal(err)
 	}
-	disk := filepath.Join(dir, "disk.img")
-	if _, err := Run("zstd", "-q", "-d", "--long=30", e.image, "-o", disk); err != nil {
+	d := &imageDisk{arch: a, disk: filepath.Join(dir, "disk.img"), pw: password(), dir: dir,
+		fw: []string{a.FirmwareCode, filepath.Join(dir, "vars.fd")}}
+	if _, err := Run("zstd", "-q", "-d", "--long=30", image, "-o", d.disk); err != nil {
 		t.Fatal(err)
 	}
-	parts, err := Partitions(disk)
-	if err != nil {
+	var err error
+	if d.parts, err = Partitions(d.disk); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"esp", "root-a", "root-b", "data"} {
-		if _, ok := parts[n]; !ok {
-			t.Fatalf("partition %s missing: %v", n, parts)
+		if _, ok := d.parts[n]; !ok {
+			t.Fatalf("partition %s missing: %v", n, d.parts)
 		}
 	}
+	seedData(t, e, d.disk, d.parts["data"], "boot", d.pw)
+	if _, err := Run("cp", a.FirmwareVars, d.fw[1]); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (d *imageDisk) boot(t *testing.T, name, media string) *VM {
+	t.Helper()
+	vm, err := Start(VMConfig{Arch: d.arch, MemoryMB: 1024, Disk: d.disk, Media: media, Firmware: d.fw,
+		GuestPorts: []int{1883, 9100, 80}, Log: filepath.Join(d.dir, name+".console")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vm
+}
+
+// factoryBoot boots the image as flashed and checks the broker, the
+// setup page on port 80 and the first-boot security defaults.
+func factoryBoot(t *testing.T, d *imageDisk, version string) {
+	vm := d.boot(t, "factory", "")
+	defer vm.Stop()
+	waitReady(t, vm, "a", version, 8*time.Minute)
+	page, err := Curl("http://" + vm.Ports[80] + "/")
+	if err != nil || !strings.Contains(page, `href="/ui/"`) {
+		t.Fatalf("port 80: %v\n%s", err, page)
+	}
+	checkNode(t, vm.Ports[1883], vm.Ports[9100], "boot", d.pw, time.Minute)
+	if err := MQTTRoundTrip(vm.Ports[1883], "", "", 20*time.Second); err == nil {
+		t.Fatal("an anonymous MQTT client was accepted on first boot")
+	}
+	if err := vm.WaitConsole("gantry-boot-check: broker ready, console answers", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImageBoot boots the images of the arches in GANTRY_IMAGE_ARCHES
+// (build/out/gantry-VERSION-ARCH.img.zst) under their UEFI firmware to a
+// working broker: make image-test ARCH=arm64|armv7.
+func TestImageBoot(t *testing.T) {
+	e := needImageEnv(t)
+	for _, name := range strings.Fields(os.Getenv("GANTRY_IMAGE_ARCHES")) {
+		t.Run(name, func(t *testing.T) {
+			a, err := ArchByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			image := filepath.Join(filepath.Dir(e.image), "gantry-"+e.version+"-"+name+".img.zst")
+			factoryBoot(t, prepareImage(t, e, a, image), e.version)
+		})
+	}
+}
+
+// TestImage boots the amd64 appliance image under OVMF and walks through
+// its life: the factory boot to a working broker and console, a good
+// update from an update stick that is tried and blessed, the watchdog
+// restarting a frozen broker, and a broken update that fails its three
+// tries and rolls back by itself.
+func TestImage(t *testing.T) {
+	e := needImageEnv(t)
+	if !strings.HasSuffix(e.image, "-amd64.img.zst") {
+		t.Skip("the A/B walk-through runs on the amd64 image")
+	}
+	a, _ := ArchByName("amd64")
 	if out, err := Run("systemd-analyze", "security", "--offline=true", "--root="+e.rootfs, "gantry.service"); err != nil {
 		t.Logf("systemd-analyze security (offline): %v", err)
 	} else {
 		t.Logf("systemd-analyze security --offline=true gantry.service: %s", lastLine(out))
 	}
+	d := prepareImage(t, e, a, e.image)
+	dir, disk, parts, pw := d.dir, d.disk, d.parts, d.pw
+	boot := func(name, media string) *VM { return d.boot(t, name, media) }
 
-	// Provisioning: a data partition with an MQTT user, as a factory
-	// line would write it. The OS partitions stay as built.
-	pw := password()
-	seedData(t, e, disk, parts["data"], "boot", pw)
-
-	fw := []string{"/usr/share/OVMF/OVMF_CODE_4M.fd", filepath.Join(dir, "vars.fd")}
-	if _, err := Run("cp", "/usr/share/OVMF/OVMF_VARS_4M.fd", fw[1]); err != nil {
-		t.Fatal(err)
-	}
-	boot := func(name, media string) *VM {
-		vm, err := Start(VMConfig{Arch: a, MemoryMB: 1024, Disk: disk, Media: media, Firmware: fw,
-			GuestPorts: []int{1883, 9100, 80}, Log: filepath.Join(dir, name+".console")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return vm
-	}
-
-	t.Run("factory boot", func(t *testing.T) {
-		vm := boot("factory", "")
-		defer vm.Stop()
-		waitReady(t, vm, "a", e.version, 5*time.Minute)
-		page, err := Curl("http://" + vm.Ports[80] + "/")
-		if err != nil || !strings.Contains(page, `href="/ui/"`) {
-			t.Fatalf("port 80: %v\n%s", err, page)
-		}
-		checkNode(t, vm.Ports[1883], vm.Ports[9100], "boot", pw, time.Minute)
-		if err := MQTTRoundTrip(vm.Ports[1883], "", "", 20*time.Second); err == nil {
-			t.Fatal("an anonymous MQTT client was accepted on first boot")
-		}
-		if err := vm.WaitConsole("gantry-boot-check: broker ready, console answers", time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	})
+	t.Run("factory boot", func(t *testing.T) { factoryBoot(t, d, e.version) })
 	if t.Failed() {
 		return
 	}

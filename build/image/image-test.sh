@@ -1,17 +1,23 @@
 #!/bin/bash
-# image-test.sh VERSION — make image-test: builds the amd64 image trusting a
-# throwaway update key, then runs build/boot's TestImage on it.
+# image-test.sh VERSION [ARCH] — make image-test: builds the image trusting
+# a throwaway update key, then runs build/boot's tests on it. amd64 (the
+# default) gets the whole life cycle (TestImage: factory boot, good update
+# blessed, watchdog, broken update rolled back); arm64 and armv7 get the
+# factory boot under their UEFI firmware (TestImageBoot).
 set -euo pipefail
-version=$1
+version=$1 arch=${2:-amd64}
 cd "$(dirname "$0")/../.."
 keys=build/work/test-keys
 mkdir -p "$keys"
 [ -s "$keys/update.key" ] || openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:3072 -out "$keys/update.key" 2>/dev/null
 openssl pkey -in "$keys/update.key" -pubout -out "$keys/update.pem"
 start=$(date +%s)
-make --no-print-directory image ARCH=amd64 VERSION="$version" UPDATE_PUBKEY="$keys/update.pem"
-echo "make image ARCH=amd64: $(( $(date +%s) - start )) s"
-GANTRY_BOOT=image GANTRY_IMAGE="$PWD/build/out/gantry-$version-amd64.img.zst" \
-GANTRY_ROOTFS="$PWD/build/work/amd64/rootfs" GANTRY_ROOT_EXT4="$PWD/build/work/amd64/root.ext4" \
+make --no-print-directory image ARCH="$arch" VERSION="$version" UPDATE_PUBKEY="$keys/update.pem"
+echo "make image ARCH=$arch: $(( $(date +%s) - start )) s"
+run=TestImage$ arches=""
+[ "$arch" = amd64 ] || { run=TestImageBoot$; arches=$arch; }
+make --no-print-directory build ARCH=amd64 VERSION="$version"   # the host binary provisions the data partition
+GANTRY_BOOT=image GANTRY_IMAGE="$PWD/build/out/gantry-$version-$arch.img.zst" GANTRY_IMAGE_ARCHES="$arches" \
+GANTRY_ROOTFS="$PWD/build/work/$arch/rootfs" GANTRY_ROOT_EXT4="$PWD/build/work/$arch/root.ext4" \
 GANTRY_SIGNING_KEY="$PWD/$keys/update.key" GANTRY_BIN="$PWD/bin" GANTRY_VERSION="$version" \
-	go test -count=1 -v -timeout 60m -run 'TestImage$' ./build/boot/
+	go test -count=1 -v -timeout 60m -run "$run" ./build/boot/

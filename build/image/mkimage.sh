@@ -49,7 +49,7 @@ echo "gantry-$arch" > "$root/etc/gantry/compatible"
 echo "$version" > "$root/etc/gantry/version"
 echo "$console panic=10" > "$root/etc/gantry/cmdline"
 cat > "$root/etc/fstab" <<FSTAB
-PARTLABEL=esp   /efi   vfat  umask=0077,noatime  0 2
+PARTLABEL=esp   /efi   vfat  umask=0077,noatime  0 0
 PARTLABEL=data  /data  ext4  noatime             0 2
 FSTAB
 : > "$root/etc/machine-id"            # first boot makes one

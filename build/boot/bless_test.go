@@ -1,0 +1,64 @@
+package boot
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf16"
+)
+
+// efiVar is an efivarfs file: 4 bytes of attributes, then the value, here
+// a NUL-terminated UTF-16LE string as systemd-boot writes
+// LoaderBootCountPath.
+func efiVar(s string) []byte {
+	b := []byte{7, 0, 0, 0}
+	for _, u := range utf16.Encode([]rune(s + "\x00")) {
+		b = append(b, byte(u), byte(u>>8))
+	}
+	return b
+}
+
+// TestBlessScript runs rootfs/usr/lib/gantry/bless on a fake ESP: the
+// trial entry loses its counter; a variable that names no loader entry
+// renames nothing.
+func TestBlessScript(t *testing.T) {
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "rootfs/usr/lib/gantry/bless")
+	for _, c := range []struct {
+		name, entry, varValue, want string
+		fails                         bool
+	}{
+		{"trial entry blessed", "gantry-2-b+2-1.conf", `\loader\entries\gantry-2-b+2-1.conf`, "gantry-2-b.conf", false},
+		{"last try blessed", "gantry-7-a+0-3.conf", `\loader\entries\gantry-7-a+0-3.conf`, "gantry-7-a.conf", false},
+		{"not an entry", "gantry-2-b+2-1.conf", `\EFI\BOOT\BOOTX64.EFI`, "gantry-2-b+2-1.conf", true},
+		{"empty variable", "gantry-2-b+2-1.conf", "", "gantry-2-b+2-1.conf", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			esp := t.TempDir()
+			entries := filepath.Join(esp, "loader", "entries")
+			os.MkdirAll(entries, 0o755)
+			os.WriteFile(filepath.Join(entries, c.entry), []byte("title x\n"), 0o644)
+			v := filepath.Join(t.TempDir(), "LoaderBootCountPath")
+			os.WriteFile(v, efiVar(c.varValue), 0o644)
+			cmd := exec.Command("sh", script)
+			cmd.Env = append(os.Environ(), "GANTRY_BLESS_VAR="+v, "GANTRY_ESP="+esp)
+			out, err := cmd.CombinedOutput()
+			if (err != nil) != c.fails {
+				t.Fatalf("bless: err %v, want failure %v\n%s", err, c.fails, out)
+			}
+			names, _ := os.ReadDir(entries)
+			if len(names) != 1 || names[0].Name() != c.want {
+				var got []string
+				for _, n := range names {
+					got = append(got, n.Name())
+				}
+				t.Fatalf("entries after bless: %s, want %s\n%s", strings.Join(got, " "), c.want, out)
+			}
+		})
+	}
+}
