@@ -67,7 +67,7 @@ image:
 
 bundle:
 	@test -n "$(SIGNING_KEY)" || { echo "make bundle ARCH=... SIGNING_KEY=key.pem (after make image)"; exit 2; }
-	build/image/mkbundle.sh $(ARCH) $(VERSION) build/work/$(ARCH)/root.ext4 $(SIGNING_KEY) build/out/gantry-$(VERSION)-$(ARCH).bundle
+	build/image/mkbundle.sh $(ARCH) $(VERSION) build/_work/$(ARCH)/root.ext4 $(SIGNING_KEY) build/out/gantry-$(VERSION)-$(ARCH).bundle
 
 # Boots the amd64 image under OVMF (about 10 minutes on 2 cores): a working
 # broker and console, a good update blessed, a broken one rolled back, the

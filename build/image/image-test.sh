@@ -7,7 +7,7 @@
 set -euo pipefail
 version=$1 arch=${2:-amd64}
 cd "$(dirname "$0")/../.."
-keys=build/work/test-keys
+keys=build/_work/test-keys
 mkdir -p "$keys"
 [ -s "$keys/update.key" ] || openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:3072 -out "$keys/update.key" 2>/dev/null
 openssl pkey -in "$keys/update.key" -pubout -out "$keys/update.pem"
@@ -18,6 +18,6 @@ run=TestImage$ arches=""
 [ "$arch" = amd64 ] || { run=TestImageBoot$; arches=$arch; }
 make --no-print-directory build ARCH=amd64 VERSION="$version"   # the host binary provisions the data partition
 GANTRY_BOOT=image GANTRY_IMAGE="$PWD/build/out/gantry-$version-$arch.img.zst" GANTRY_IMAGE_ARCHES="$arches" \
-GANTRY_ROOTFS="$PWD/build/work/$arch/rootfs" GANTRY_ROOT_EXT4="$PWD/build/work/$arch/root.ext4" \
+GANTRY_ROOTFS="$PWD/build/_work/$arch/rootfs" GANTRY_ROOT_EXT4="$PWD/build/_work/$arch/root.ext4" \
 GANTRY_SIGNING_KEY="$PWD/$keys/update.key" GANTRY_BIN="$PWD/bin" GANTRY_VERSION="$version" \
 	go test -count=1 -v -timeout 60m -run "$run" ./build/boot/

@@ -1,7 +1,7 @@
 #!/bin/bash
 # image.sh ARCH VERSION GANTRY_BIN [UPDATE_PUBKEY] — what make image runs:
 # the base OS from the cache (built by base.sh when its hash is new), then
-# mkimage.sh into build/work/ARCH and build/out.
+# mkimage.sh into build/_work/ARCH (ignored by go ./..., like every _dir) and build/out.
 set -euo pipefail
 arch=$1 version=$2 bin=$3 pubkey=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,4 +17,4 @@ if [ ! -s "$base" ]; then
 	echo "base OS for $arch: $(( $(date +%s) - start )) s, $(du -m "$base" | cut -f1) MB"
 fi
 build=$(dirname "$here")   # systemctl --root wants a path without ".."
-"$here/mkimage.sh" "$arch" "$version" "$bin" "$base" "$build/work/$arch" "$build/out" "$pubkey"
+"$here/mkimage.sh" "$arch" "$version" "$bin" "$base" "$build/_work/$arch" "$build/out" "$pubkey"

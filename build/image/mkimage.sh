@@ -11,7 +11,7 @@
 #   4 data    256 MiB  ext4, /data: broker state and configuration
 #
 # Writes OUTDIR/gantry-VERSION-ARCH.img.zst and .img.zst.sha256, and keeps
-# WORKDIR/root.ext4 for make bundle. UPDATE_PUBKEY (a PEM public key) is
+# WORKDIR/root.ext4 (build/_work/ARCH) for make bundle. UPDATE_PUBKEY (a PEM public key) is
 # the key update bundles must be signed with; without one the image
 # refuses every update bundle.
 set -euo pipefail
