@@ -12,8 +12,9 @@ mkdir -p "$cache"
 if [ ! -s "$base" ]; then
 	echo "base OS for $arch not cached ($base): building it with mmdebstrap"
 	start=$(date +%s)
-	"$here/base.sh" "$arch" "$base.new"
-	mv "$base.new" "$base"
+	# mmdebstrap picks its output format from the name: keep .tar last.
+	"$here/base.sh" "$arch" "${base%.tar}.new.tar"
+	mv "${base%.tar}.new.tar" "$base"
 	echo "base OS for $arch: $(( $(date +%s) - start )) s, $(du -m "$base" | cut -f1) MB"
 fi
 build=$(dirname "$here")   # systemctl --root wants a path without ".."
