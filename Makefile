@@ -95,7 +95,7 @@ fuzz:
 # about 9.5 minutes on 2 cores); rewrites the bench section of
 # docs/BENCHMARKS.md and docs/benchmarks.png. Needs mosquitto.
 bench: build
-	$(GO) test -run=NONE -bench=. -benchmem ./broker/... ./lot/rules/ ./lot/runtime/
+	$(GO) test -run=NONE -bench=. -benchmem ./broker/... ./lot/rules/ ./lot/runtime/ ./cluster/dataplane/
 	$(GO) run ./build/bench -quick -gantry bin/gantry -mosquitto /usr/sbin/mosquitto -out docs/BENCHMARKS.md -chart docs/benchmarks.png
 
 # The web console (webui/): the committed *_templ.go must be what

@@ -28,15 +28,15 @@ const clusterUserPassword = "a-strong-password"
 // cluster service user on every node, then the Cluster section with
 // DataPlaneUsername. It returns once every node's links to every other
 // node are up.
-func dataPlaneCluster(t *testing.T, n int) []*crashNode {
-	nodes := clusterOf(t, n, func(nd *crashNode) {
+func dataPlaneCluster(t *testing.T, n int, setup ...func(*crashNode)) []*crashNode {
+	nodes := clusterOf(t, n, append(setup, func(nd *crashNode) {
 		add := exec.Command(nd.bin, "-addUser", "cluster", clusterUserPassword)
 		add.Env = nd.env()
 		if out, err := add.CombinedOutput(); err != nil {
 			t.Fatalf("-addUser cluster: %v\n%s", err, out)
 		}
 		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster")
-	})
+	})...)
 	agreeOnLeader(t, nodes, n, 30*time.Second, "")
 	eventually(t, 20*time.Second, func() error {
 		for _, nd := range nodes {
@@ -672,4 +672,30 @@ func TestDataPlaneSharedGroupAcrossNodes(t *testing.T) {
 	if n != 10 || len(total()) != before {
 		t.Fatalf("with a member on the publisher's node: it got %d of 10, the others %d more", n, len(total())-before)
 	}
+}
+
+// TestDataPlaneOverTLS: with Cluster.UseTls the links are TLS connections
+// to the peers' TLS port, verified against the cluster's CA and
+// presenting each node's own certificate (mutual TLS), and messages cross.
+func TestDataPlaneOverTLS(t *testing.T) {
+	pki := newPKI(t, "127.0.0.1")
+	nodes := dataPlaneCluster(t, 3, func(nd *crashNode) {
+		cert, key := pki.issueFor(t, nd.ip)
+		nd.extra = append(nd.extra, "COREFLUX_MQTT_CERT_FILE="+cert, "COREFLUX_MQTT_KEY_FILE="+key,
+			"COREFLUX_MQTT_CLIENT_CA_FILE="+pki.caFile, "COREFLUX_CLUSTER_TLS=true")
+	})
+	a, b := nodes[0], nodes[1]
+	dp, err := dataPlaneView(a.ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dp.Peers {
+		if !strings.HasSuffix(p.Address, ":8883") {
+			t.Fatalf("link to %s dials %s, want the TLS port", p.Name, p.Address)
+		}
+	}
+	var onB collector
+	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "secure/#", 1, &onB))
+	publishV5(t, a.addr(), "secure/x", "over-tls", 1)
+	eventually(t, 10*time.Second, func() error { return onB.has("over-tls") })
 }

@@ -73,6 +73,27 @@ func (p *testPKI) issue(t *testing.T, name string, serial int64, ip string, usag
 	return p.write(t, name+".pem", "CERTIFICATE", der), p.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
 }
 
+// issueFor signs a certificate for a node at ip that serves TLS and
+// presents itself as a client (the cluster's links); the serial comes from
+// the address.
+func (p *testPKI) issueFor(t *testing.T, ip string) (string, string) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: ip},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses: []net.IP{net.ParseIP(ip)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return p.write(t, "node-"+ip+".pem", "CERTIFICATE", der), p.write(t, "node-"+ip+"-key.pem", "EC PRIVATE KEY", kder)
+}
+
 // TestMutualTLS: with a client CA, a client with a signed certificate is
 // served and one without a certificate is refused.
 func TestMutualTLS(t *testing.T) {

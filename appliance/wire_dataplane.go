@@ -1,6 +1,8 @@
 package appliance
 
 import (
+	"crypto/tls"
+	"errors"
 	"net"
 	"strconv"
 	"time"
@@ -32,6 +34,14 @@ func (n *Node) openDataPlane() error {
 		ForwardQueueEntries: cl.ReplicationForwardQueueEntries,
 		Broker:              n.Broker, Logger: n.log,
 	}
+	if cl.UseTls {
+		if n.cfg.Mqtt.CertFile == "" || n.cfg.Mqtt.TlsPort == 0 {
+			n.log.Error("Cluster.UseTls is on but the TLS listener is off (Mqtt.CertFile, Mqtt.TlsPort): nodes do not exchange messages",
+				"component", "dataplane")
+			return nil
+		}
+		opts.TLS = n.linkTLS
+	}
 	if n.cfg.Durability.Enabled {
 		// Acknowledged means on disk here too: the reliable stream to the
 		// peers survives a restart of this node.
@@ -50,10 +60,28 @@ func (n *Node) openDataPlane() error {
 	if cl.Topology == "ring" {
 		n.log.Warn("Cluster.Topology ring is not built yet: messages travel as in mesh", "component", "dataplane")
 	}
-	if cl.UseTls {
-		n.log.Warn("Cluster.UseTls is not built yet: links between nodes use plain TCP", "component", "dataplane")
-	}
 	return nil
+}
+
+// linkTLS is the links' TLS client configuration (Cluster.UseTls): the
+// peer's certificate must be valid for its address and signed by a CA of
+// Mqtt.ClientCaFile (or, without one, by a system root); with mutual TLS
+// the link presents this node's own certificate.
+func (n *Node) linkTLS(host string) (*tls.Config, error) {
+	if n.tls == nil {
+		return nil, errors.New("Cluster.UseTls needs the TLS listener: set Mqtt.CertFile and Mqtt.KeyFile")
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, RootCAs: n.tls.cas.Load()}
+	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return n.tls.cert.Load(), nil }
+	return c, nil
+}
+
+// dataPlanePort is the port the links dial: the TLS port with UseTls.
+func (n *Node) dataPlanePort() int {
+	if n.cfg.Cluster.UseTls {
+		return n.cfg.Mqtt.TlsPort
+	}
+	return n.cfg.Cluster.DataPlaneMqttPort
 }
 
 // runDataPlane keeps the links in line with the membership until stop.
@@ -64,7 +92,7 @@ func (n *Node) runDataPlane(stop <-chan struct{}) {
 		// Until Raft has read its configuration the members are unknown,
 		// not gone: the links stay as they are.
 		if st := n.Cluster.Status(); len(st.Members) > 0 {
-			n.dataPlane.SetPeers(dataPlanePeers(st, n.cfg.Cluster.DataPlaneMqttPort))
+			n.dataPlane.SetPeers(dataPlanePeers(st, n.dataPlanePort()))
 		}
 		select {
 		case <-stop:

@@ -109,7 +109,7 @@ type Cluster struct {
 	DataPlaneMqttPort     int    `json:"DataPlaneMqttPort" env:"COREFLUX_CLUSTER_DATAPLANE_MQTT_PORT" derive:"Mqtt.Port" range:"0..65535" doc:"MQTT port nodes use to reach each other."`
 	DataPlaneEnabled      bool   `json:"DataPlaneEnabled" env:"COREFLUX_CLUSTER_DATAPLANE_ENABLED" default:"true" doc:"Forwards QoS 0 messages between nodes. When false, QoS 0 messages stay on the node they were published on."`
 	Topology              string `json:"Topology" env:"COREFLUX_CLUSTER_TOPOLOGY" default:"mesh" values:"mesh|ring" doc:"How QoS 0 messages travel: mesh (every node to every node, recommended) or ring (to two neighbours only; complete only for up to 3 nodes)."`
-	UseTls                bool   `json:"UseTls" env:"COREFLUX_CLUSTER_TLS" default:"false" doc:"Uses TLS for the QoS 0 links between nodes. It does not encrypt the cluster port or the QoS 1/2 links."`
+	UseTls                bool   `json:"UseTls" env:"COREFLUX_CLUSTER_TLS" default:"false" doc:"Uses TLS for the links between nodes, on the peers' TLS port (Mqtt.TlsPort; needs Mqtt.CertFile). Gantry encrypts QoS 1/2 there as well as QoS 0. It does not encrypt the cluster (Raft) port."`
 	DataDir               string `json:"DataDir" env:"COREFLUX_CLUSTER_DATA_DIR" derive:"DataDir/cluster" format:"path" doc:"Where the node keeps its cluster state and partition copies. Must be on persistent storage."`
 	PublishInternalRoutes bool   `json:"PublishInternalRoutes" env:"COREFLUX_CLUSTER_PUBLISH_INTERNAL_ROUTES" default:"false" doc:"Troubleshooting aid: publishes the connectors the cluster generates between nodes, password redacted, on $SYS/Coreflux/Cluster/DataPlane/Routes/{name}."`
 

@@ -14,7 +14,8 @@
 // subscribe under InternalPrefix (Authorizer); it publishes frames to
 // $cluster/v1/frames. A link reconnects with backoff (100 ms doubling to
 // 5 s) and never holds a client's connection: the publish hook only
-// appends to the link's queue.
+// appends to the link's queue. With Options.TLS (Cluster.UseTls) a link is
+// a TLS connection, verified as the appliance's configuration says.
 //
 // # Frames
 //
@@ -114,7 +115,7 @@
 // lost for good, before its peers had it, is lost with it (part 2's quorum
 // write closes that). Also still to come: sessions that follow the
 // client, retained messages caught up by a node that joins (and versioned
-// per topic), the ring topology, and TLS on the links (UseTls).
+// per topic), and the ring topology.
 //
 // # Concurrency
 //

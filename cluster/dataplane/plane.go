@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,7 +61,10 @@ type Options struct {
 	DataDir string
 	Broker  Deliverer
 	// Dial opens a link's connection; nil means TCP.
-	Dial   func(ctx context.Context, addr string) (net.Conn, error)
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// TLS, when set, makes links TLS connections (Cluster.UseTls): it
+	// returns the client configuration for a peer's host.
+	TLS    func(host string) (*tls.Config, error)
 	Logger *slog.Logger
 }
 
@@ -191,11 +195,29 @@ func (p *Plane) SetPeers(peers map[string]string) {
 }
 
 func (p *Plane) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var nc net.Conn
+	var err error
 	if p.opts.Dial != nil {
-		return p.opts.Dial(ctx, addr)
+		nc, err = p.opts.Dial(ctx, addr)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", addr)
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	if err != nil || p.opts.TLS == nil {
+		return nc, err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	cfg, err := p.opts.TLS(host)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("TLS with %s: %w", addr, err)
+	}
+	return tc, nil
 }
 
 // InterceptPublish is the broker hook: frames from peers are received;
