@@ -75,6 +75,13 @@ type RuleRestorer interface {
 	RestoreRules(ctx context.Context, c Caller) ([]string, error)
 }
 
+// Diagnostician is an optional capability of Entities: -lotDiagnostic
+// KIND NAME checks a stored definition against the others and returns
+// what the checker says of it (errors and warnings) as the reply's data.
+type Diagnostician interface {
+	Diagnose(ctx context.Context, c Caller, kind defs.Kind, name string) (data any, err error)
+}
+
 // Projects loads projects and lists what is deployed.
 type Projects interface {
 	LoadProject(ctx context.Context, c Caller, name string) (data any, err error)
@@ -190,6 +197,17 @@ func (d *Dispatcher) dispatch(ctx context.Context, c Caller, cmd Command) Reply 
 			return unavailable(cmd)
 		}
 		return d.editEnvironment(ctx, c, cmd, ed)
+	case LotDiagnostic:
+		dg, ok := d.h.Entities.(Diagnostician)
+		if !ok {
+			return unavailable(cmd)
+		}
+		label := entityLabel(cmd)
+		data, err := dg.Diagnose(ctx, c, cmd.Kind, cmd.Target)
+		if err != nil {
+			return entityFailure(cmd, label, cmd.Target, "diagnose", err)
+		}
+		return success(cmd, label, cmd.Target, fmt.Sprintf("Diagnostic of %s '%s'", strings.ToLower(label), cmd.Target), data)
 	case RestoreRules:
 		rr, ok := d.h.Entities.(RuleRestorer)
 		if !ok {

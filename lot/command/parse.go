@@ -133,6 +133,15 @@ func parseArgs(cmd *Command, rest string) error {
 			return parseErr("%s takes a user name and a group, got %s", cmd.Name, countArgs(toks))
 		}
 		cmd.Target, cmd.Value = toks[0], toks[1]
+	case argsKindName:
+		if len(toks) != 2 {
+			return parseErr("%s takes a kind (action, model, rule, connector or route) and a name, got %s", cmd.Name, countArgs(toks))
+		}
+		k, err := defs.ParseKind(strings.ToUpper(toks[0]))
+		if err != nil {
+			return parseErr("%s %s: the kind is action, model, rule, connector or route", cmd.Name, clip(toks[0]))
+		}
+		cmd.Kind, cmd.Target = k, toks[1]
 	case argsUserFlag:
 		if len(toks) != 3 {
 			return parseErr("%s takes a user name, a permission flag and true or false, got %s", cmd.Name, countArgs(toks))

@@ -39,6 +39,7 @@ const (
 	ListSecrets
 	RemoveSecret
 	RestoreRules
+	LotDiagnostic
 	LoadProject
 	ListEntities
 	// UpdateData refreshes $SYS statistics and, as in the reference, gets
@@ -60,6 +61,7 @@ const (
 	argsAssign                    // NAME=value or NAME value
 	argsUserFlag                  // user, flag, true|false
 	argsUserGroup                 // user and group
+	argsKindName                  // model, action, route, connector or rule, then a name
 )
 
 type verbInfo struct {
@@ -96,6 +98,7 @@ var verbs = [numVerbs]verbInfo{
 	ListSecrets:         {[]string{"listSecrets"}, "", argsNone, "SystemConfiguration"},
 	RemoveSecret:        {[]string{"removeSecret"}, "", argsName, "SystemConfiguration"},
 	RestoreRules:        {[]string{"restoreRules"}, "", argsNone, "SystemConfiguration"},
+	LotDiagnostic:       {[]string{"lotDiagnostic"}, "", argsKindName, ""},
 	LoadProject:         {[]string{"loadProject"}, "", argsName, "SystemConfiguration"},
 	ListEntities:        {[]string{"listEntities"}, "", argsNone, "SystemConfiguration"},
 	UpdateData:          {[]string{"updateData"}, "", argsNone, ""},
@@ -144,7 +147,7 @@ func init() {
 		{"legacy HUB asset commands are not supported", []string{"install", "installWithToken", "uninstall",
 			"uninstallWithToken", "uninstallMultiple", "run", "stop", "assetDefaultConfig", "assetHelp", "assetSchema",
 			"assetConfigSave", "assetConfigLoad", "assetPolicySet", "assetNameSet"}},
-		{"it is not implemented yet", []string{"actionTrace", "lotDiagnostic", "getPendingStatus", "listRoutes",
+		{"it is not implemented yet", []string{"actionTrace", "getPendingStatus", "listRoutes",
 			"listConnectors", "routeCode", "listTemplates", "checkRouteConnection", "connectionStatus", "routeCertificates",
 			"addProject", "removeProject", "unloadProject", "listProjects", "getProject",
 			"duplicateProject", "projectCheckout", "projectPull", "projectPush", "projectStatus", "projectManifest",

@@ -171,3 +171,23 @@ func TestModelErrorsOnSysTopic(t *testing.T) {
 		t.Errorf("%s after a good evaluation: %q, want cleared", topic, got)
 	}
 }
+
+// TestLotDiagnostic: -lotDiagnostic KIND NAME returns what the checker
+// says of a stored definition, warnings included, and whether it runs.
+func TestLotDiagnostic(t *testing.T) {
+	h := newHarness(t)
+	h.mustCommand(`-addAction DEFINE ACTION Warned ON TOPIC "dg/in" DO PUBLISH TOPIC "dg/out" WITH {never}`)
+	r := h.mustCommand("-lotDiagnostic action Warned")
+	if !strings.Contains(string(r.Data), `"severity":"warning"`) || !strings.Contains(string(r.Data), `"running":true`) {
+		t.Errorf("-lotDiagnostic: %s", r.Data)
+	}
+	if r := h.command("-lotDiagnostic action Nobody"); r.Success || !strings.Contains(r.Message, "not found") {
+		t.Errorf("unknown action: %+v", r)
+	}
+	if r := h.command("-lotDiagnostic panel X"); r.Success {
+		t.Errorf("unknown kind: %+v", r)
+	}
+	if r := h.mustCommand("-lotDiagnostic rule AllowConnect"); !strings.Contains(string(r.Data), `"diagnostics":[]`) {
+		t.Errorf("a clean rule: %s", r.Data)
+	}
+}

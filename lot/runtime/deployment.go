@@ -180,7 +180,15 @@ func compile(list []defs.Definition, iopts *interp.Options) (*deployment, []defE
 // check parses every definition into d.parsed and checks each against all
 // the others (lot/check), returning the problems of each.
 func (d *deployment) check(list []defs.Definition) []defError {
+	fails, _ := d.checkAll(list, nil)
+	return fails
+}
+
+// checkAll is check; when one is not nil, it also returns every
+// diagnostic (warnings too) of that definition (-lotDiagnostic).
+func (d *deployment) checkAll(list []defs.Definition, one *defKey) ([]defError, []check.Diagnostic) {
 	var fails []defError
+	var diags []check.Diagnostic
 	env := check.Deployed{Callables: map[string]check.Callable{}, Models: map[string]check.Model{}}
 	for _, def := range list {
 		pd, err := parseOne(def)
@@ -202,16 +210,20 @@ func (d *deployment) check(list []defs.Definition) []defError {
 			continue
 		}
 		var errs []error
+		k := defKey{def.Kind, def.Name}
 		for _, diag := range check.Check(&syntax.File{Name: def.Name, Src: def.Source, Defs: []syntax.Def{pd}}, env) {
+			if one != nil && k == *one {
+				diags = append(diags, diag)
+			}
 			if diag.Severity == check.Error {
 				errs = append(errs, diagError{diag})
 			}
 		}
 		if len(errs) > 0 {
-			fails = append(fails, defError{defKey{def.Kind, def.Name}, errors.Join(errs...)})
+			fails = append(fails, defError{k, errors.Join(errs...)})
 		}
 	}
-	return fails
+	return fails, diags
 }
 
 // describeModels fills what the checker needs of every model, parents

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"gantry/lot/command"
 	"gantry/lot/defs"
 	"gantry/lot/rules"
+	"gantry/lot/syntax"
 )
 
 // RulesCountTopic holds the number of deployed DEFINE RULE definitions
@@ -79,4 +81,47 @@ func (e *Engine) RemoveSecret(_ context.Context, _ command.Caller, name string) 
 var (
 	_ command.RuleRestorer      = (*Engine)(nil)
 	_ command.EnvironmentEditor = (*Engine)(nil)
+	_ command.Diagnostician     = (*Engine)(nil)
 )
+
+// diagnosticEntry is one finding of -lotDiagnostic.
+type diagnosticEntry struct {
+	Severity string `json:"severity"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Message  string `json:"message"`
+	Hint     string `json:"hint,omitempty"`
+	Source   string `json:"sourceLine,omitempty"`
+}
+
+// Diagnose implements command.Diagnostician: the stored definition is
+// checked against the other stored ones, as a deploy checks it, and every
+// finding is returned, warnings included, with whether it runs.
+func (e *Engine) Diagnose(_ context.Context, _ command.Caller, kind defs.Kind, name string) (any, error) {
+	if _, ok := e.o.Store.Get(kind, name); !ok {
+		return nil, fmt.Errorf("%w: %s %q", command.ErrNotFound, kind, name)
+	}
+	list := e.o.Store.List("")
+	d := &deployment{parsed: map[defKey]syntax.Def{}}
+	key := defKey{kind, name}
+	fails, diags := d.checkAll(list, &key)
+	out := map[string]any{"kind": kind, "name": name, "running": true, "diagnostics": []diagnosticEntry{}}
+	entries := []diagnosticEntry{}
+	for _, g := range diags {
+		entries = append(entries, diagnosticEntry{Severity: g.Severity.String(), Line: g.Pos.Line, Column: g.Pos.Col,
+			Message: g.Msg, Hint: g.Hint, Source: g.Line})
+	}
+	out["diagnostics"] = entries
+	for _, f := range fails {
+		if f.key == key && len(diags) == 0 {
+			entries = append(entries, diagnosticEntry{Severity: "error", Message: f.err.Error()}) // does not parse
+			out["diagnostics"] = entries
+		}
+	}
+	e.mu.Lock()
+	if err := e.broken[key]; err != nil {
+		out["running"], out["error"] = false, err.Error()
+	}
+	e.mu.Unlock()
+	return out, nil
+}
