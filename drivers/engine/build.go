@@ -30,6 +30,7 @@ var protocols = map[string]struct {
 	"OPCUA":         {"OPCUA_CONFIG", buildOPCUA},
 	"SIEMENS_S7":    {"S7_CONFIG", buildS7},
 	"MODBUS_SERVER": {"MODBUS_SERVER_CONFIG", buildModbusServer},
+	"OPCUA_SERVER":  {"OPCUA_SERVER_CONFIG", buildOPCUAServer},
 }
 
 // build reads a connector's definition: the shared parts, then the
@@ -71,7 +72,14 @@ func buildS7(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
 
 func buildModbusServer(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
 	cfg := modbus.ParseServer(s)
-	r := &modbusServerRunner{cfg: cfg}
+	r := &serverRunner{tags: cfg.Tags}
 	r.srv = modbus.NewServer(cfg, r.clientWrite)
+	return r, cfg.Describe()
+}
+
+func buildOPCUAServer(s *drivers.Spec, _ drivers.Env, _ *[]error) (runner, string) {
+	cfg := opcua.ParseServer(s)
+	r := &serverRunner{tags: cfg.Tags}
+	r.srv = opcua.NewServer(cfg, r.clientWrite)
 	return r, cfg.Describe()
 }

@@ -85,7 +85,7 @@ func TestModbusServerReadByMbpoll(t *testing.T) {
 	}
 
 	// The same port twice: the second reports the failed bind.
-	n.deploy(serverSource("Scada", port) + "\n" + strings.Replace(serverSource("Scada2", port), "plc1/temp/set", "x/set", 1))
+	n.deployAdd(strings.Replace(serverSource("Scada2", port), "plc1/temp/set", "x/set", 1))
 	s := n.waitStatus("Scada2", func(s Snapshot) error {
 		if s.Connection != Failed || !strings.Contains(s.LastError, "bind") {
 			return fmt.Errorf("status %+v", s)

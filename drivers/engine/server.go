@@ -6,7 +6,6 @@ import (
 
 	"gantry/broker"
 	"gantry/drivers"
-	"gantry/drivers/modbus"
 )
 
 // Listening is the state of a server connector that serves.
@@ -17,23 +16,30 @@ const Listening = "Listening"
 const Failed = "Failed"
 
 // serverTypes run on every node, whatever the owner says.
-var serverTypes = map[string]bool{"MODBUS_SERVER": true}
+var serverTypes = map[string]bool{"MODBUS_SERVER": true, "OPCUA_SERVER": true}
 
-// modbusServerRunner serves the current value of each tag's topic over
-// Modbus TCP; a client's write of a writable tag is published to the
-// tag's DESTINATION_TOPIC.
-type modbusServerRunner struct {
-	cfg *modbus.ServerConfig
-	srv *modbus.Server // set before the connector's client subscribes
-	c   *connector     // set by run before the server starts
+// tagServer is a protocol's server of tag values.
+type tagServer interface {
+	Start() error // bind; a failure is not retried
+	Stop()
+	Set(t *drivers.Tag, v drivers.Value)
+}
+
+// serverRunner serves the current value of each tag's topic (Modbus TCP,
+// OPC UA); a client's write of a writable tag is published to the tag's
+// DESTINATION_TOPIC.
+type serverRunner struct {
+	tags []*drivers.Tag
+	srv  tagServer  // set before the connector's client subscribes
+	c    *connector // set by run before the server starts
 }
 
 // clientWrite is called on the server's goroutines.
-func (r *modbusServerRunner) clientWrite(t *drivers.Tag, v drivers.Value) { r.write(r.c, t, v) }
+func (r *serverRunner) clientWrite(t *drivers.Tag, v drivers.Value) { r.write(r.c, t, v) }
 
-func (r *modbusServerRunner) subscriptions() []string {
+func (r *serverRunner) subscriptions() []string {
 	var out []string
-	for _, t := range r.cfg.Tags {
+	for _, t := range r.tags {
 		out = append(out, t.Topic)
 	}
 	return out
@@ -41,8 +47,8 @@ func (r *modbusServerRunner) subscriptions() []string {
 
 // onMessage records a tag's current value (retained values included:
 // they are the current ones).
-func (r *modbusServerRunner) onMessage(c *connector, m *broker.Message) {
-	for _, t := range r.cfg.Tags {
+func (r *serverRunner) onMessage(c *connector, m *broker.Message) {
+	for _, t := range r.tags {
 		if t.Topic != m.Topic {
 			continue
 		}
@@ -57,7 +63,7 @@ func (r *modbusServerRunner) onMessage(c *connector, m *broker.Message) {
 	}
 }
 
-func (r *modbusServerRunner) run(ctx context.Context, c *connector) {
+func (r *serverRunner) run(ctx context.Context, c *connector) {
 	r.c = c
 	if err := r.srv.Start(); err != nil {
 		c.setState(Failed, err.Error())
@@ -79,7 +85,7 @@ func (r *modbusServerRunner) run(ctx context.Context, c *connector) {
 }
 
 // write publishes what a Modbus client wrote.
-func (r *modbusServerRunner) write(c *connector, t *drivers.Tag, v drivers.Value) {
+func (r *serverRunner) write(c *connector, t *drivers.Tag, v drivers.Value) {
 	c.mu.Lock()
 	pub := c.pub
 	c.mu.Unlock()

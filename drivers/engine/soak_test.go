@@ -128,6 +128,9 @@ func TestSoak(t *testing.T) {
 		dur = d
 	}
 	nd := newNode(t)
+	nd.mu.Lock()
+	nd.noHistory = true
+	nd.mu.Unlock()
 	stop := make(chan struct{})
 	var names []string
 	for _, pc := range protocolCases {

@@ -18,10 +18,11 @@ var connectorConfigs = map[string][]string{
 	"SIEMENS_S7":    {"S7_CONFIG"},
 	"OPCUA":         {"OPCUA_CONFIG"},
 	"MODBUS_SERVER": {"MODBUS_SERVER_CONFIG"},
+	"OPCUA_SERVER":  {"OPCUA_SERVER_CONFIG"},
 }
 
 // SupportedTypes lists the connector types Gantry runs.
-var SupportedTypes = []string{"MQTT_BRIDGE", "MODBUS_TCP", "MODBUS_SERIAL", "SIEMENS_S7", "OPCUA", "MODBUS_SERVER"}
+var SupportedTypes = []string{"MQTT_BRIDGE", "MODBUS_TCP", "MODBUS_SERIAL", "SIEMENS_S7", "OPCUA", "MODBUS_SERVER", "OPCUA_SERVER"}
 
 var databaseTypes = []string{"POSTGRESQL", "MYSQL", "MARIADB", "SQLSERVER", "MONGODB", "OPENSEARCH",
 	"CRATEDB", "INFLUXDB", "SNOWFLAKE", "FILE_STORAGE"}
