@@ -16,6 +16,14 @@
 // read of the server's clock (a subscription alone says nothing when the
 // server is gone). Write sends the tag's DATA_TYPE.
 //
+// Server (OPCUA_SERVER) serves tags as variables of namespace 1 on
+// gopcua's server package. gopcua's NodeNameSpace has no write hook, so a
+// namespace of this package (tagSpace) is registered as ns=1 and hands
+// its nodes to a NodeNameSpace registered after it; a client's write of a
+// writable tag goes to the engine instead of into the node. gopcua's
+// listener shares a port in use, so Start binds the port plainly first to
+// report a conflict. Server.mu guards the values and the live server.
+//
 // A Device is used by the connector's goroutine, and by one subscription
 // goroutine per mapping while subscribed; mu guards the client, which
 // gopcua allows to be shared.
