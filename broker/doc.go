@@ -34,7 +34,9 @@
 //
 // # Locks
 //
-// Lock order: conn.ackMu before session.mu; Server.mu before session.mu;
+// Lock order: Server.aclMu (subscription decisions, access.go) before
+// Server.mu, session.mu and the subscription tree; conn.ackMu before
+// session.mu; Server.mu before session.mu;
 // session.mu before conn.outMu; session.mu before the persister's own lock
 // (Persist is called under session.mu and never blocks on I/O). The
 // subscription tree and the retained index have their own read-write
@@ -47,6 +49,13 @@
 // defer its verdict; the reader goes on with the next packet, and
 // acknowledgements and routing happen in arrival order when the head of
 // the connection's pending queue completes (conn.drainAcksLocked).
+//
+// # Access on the hot path
+//
+// A subscription the Authorizer grants whole costs routing nothing but
+// one atomic load per delivery (session.readCheck); only a session with a
+// subscription that overlaps denied topics (SubscribeChecked) has each
+// message's topic checked by the ReadAuthorizer (access.go).
 //
 // # Memory on the hot path
 //

@@ -105,20 +105,27 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 	var check *ConnInfo
 	if s.authz != nil && sess.inproc == nil {
 		// Held until the subscription is in the tree, so that a
-		// ReauthorizeSubscriptions running now sees it (see access.go).
+		// ReauthorizeSubscriptions running now sees it (see access.go);
+		// released before the observers run.
 		s.aclMu.RLock()
-		defer s.aclMu.RUnlock()
 		switch s.subscribeAccess(info, sub.Filter) {
 		case SubscribeRefused:
+			s.aclMu.RUnlock()
 			return packet.NotAuthorized, false, nil, nil
 		case SubscribeChecked:
 			check = readIdentity(info)
+		}
+	}
+	unlockACL := func() {
+		if s.authz != nil && sess.inproc == nil {
+			s.aclMu.RUnlock()
 		}
 	}
 	sess.mu.Lock()
 	_, had := sess.subs[sub.Filter]
 	if max := s.opts.MaxSubscriptionsPerClient; !had && max > 0 && sess.inproc == nil && len(sess.subs) >= max {
 		sess.mu.Unlock()
+		unlockACL()
 		return packet.QuotaExceeded, false, nil, nil
 	}
 	sess.setSub(sub.Filter, subscription{opts: sub.Options, subID: subID, checked: check != nil})
@@ -130,6 +137,7 @@ func (s *Server) subscribe(sess *session, info *ConnInfo, sub packet.Subscriptio
 	}
 	sess.mu.Unlock()
 	existed := s.subs.Subscribe(topic.Entry[*session]{Client: sess, Filter: sub.Filter, Options: sub.Options, SubID: subID, Group: group})
+	unlockACL() // recorded: a ReauthorizeSubscriptions from now on sees it; observers run without it
 	s.emit(Event{Kind: EventSubscribe, ClientID: sess.id, Username: info.Username, Filter: sub.Filter, QoS: sub.Options.QoS})
 	want := !shared && !s.opts.RetainDisabled &&
 		(sub.Options.RetainHandling == 0 || (sub.Options.RetainHandling == 1 && !existed))
