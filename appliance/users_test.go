@@ -35,7 +35,7 @@ func connectUser(t *testing.T, ip, user, password string) *userClient {
 		t.Fatal(err)
 	}
 	c := &userClient{}
-	c.Client = paho.NewClient(paho.ClientConfig{Conn: nc, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+	c.Client = paho.NewClient(paho.ClientConfig{Conn: nc, PacketTimeout: usersWait, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
 		func(pr paho.PublishReceived) (bool, error) {
 			c.mu.Lock()
 			c.msgs = append(c.msgs, pr.Packet)
