@@ -49,7 +49,8 @@ type Node struct {
 	clusterOff []string
 	dataPlane  *dataplane.Plane // nil without clustering or a cluster user
 
-	usersTopic usersTopic // $SYS/Coreflux/Config/Users (wire_users.go)
+	usersTopic   usersTopic    // $SYS/Coreflux/Config/Users (wire_users.go)
+	clusterUsers *clusterUsers // nil without clustering (wire_cluster_users.go)
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
@@ -192,6 +193,7 @@ func (n *Node) Start() error {
 		})
 	}
 	if n.Cluster != nil {
+		n.startClusterUsers()
 		n.Cluster.Start()
 		if n.dataPlane != nil {
 			n.wg.Add(1)

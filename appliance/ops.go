@@ -23,6 +23,7 @@ func (n *Node) opsHandler() http.Handler {
 		peer := n.Cluster.PeerHandler()
 		mux.Handle(cluster.PeerPath, peer)
 		mux.Handle(cluster.JoinPath, peer)
+		mux.Handle(cluster.UsersPath, peer)
 	}
 	mux.Handle("GET /metrics", n.metricsHandler())
 	mux.Handle("/ui/", n.consoleHandler())

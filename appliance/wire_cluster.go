@@ -163,6 +163,7 @@ func (n *Node) openCluster() error {
 		n.clusterOff = []string{p}
 		return nil
 	}
+	n.openClusterUsers() // wire_cluster_users.go
 	return n.openDataPlane()
 }
 

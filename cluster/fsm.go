@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,6 +21,7 @@ const commandVersion = 1
 const (
 	opSession    = "session"    // the cluster formed: records its session
 	opPartitions = "partitions" // a new partition map
+	opUsers      = "users"      // the cluster's users (users.go)
 )
 
 // command is the envelope of every Raft log entry Gantry writes.
@@ -28,6 +30,7 @@ type command struct {
 	Op         string         `json:"op"`
 	Session    *Session       `json:"session,omitempty"`
 	Partitions *partition.Map `json:"partitions,omitempty"`
+	Users      *usersChange   `json:"users,omitempty"`
 }
 
 // Session identifies one life of the cluster: it starts when the cluster
@@ -43,6 +46,7 @@ type Session struct {
 type State struct {
 	Session    Session       `json:"session"`
 	Partitions partition.Map `json:"partitions"`
+	Users      Users         `json:"users"` // the user store (users.go); in snapshots too
 }
 
 // fsm applies committed commands. Apply is deterministic and touches
@@ -51,6 +55,8 @@ type fsm struct {
 	mu       sync.RWMutex // guards state
 	state    State
 	onChange func(State) // called after a change, on the Raft apply goroutine; may be nil
+	// usersApplied is the users' version once onChange has run for it.
+	usersApplied atomic.Uint64
 }
 
 func (f *fsm) Apply(l *raft.Log) any {
@@ -66,6 +72,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	changed := false
+	var result any
 	switch c.Op {
 	case opSession:
 		if c.Session != nil && f.state.Session.ID == "" {
@@ -76,13 +83,16 @@ func (f *fsm) Apply(l *raft.Log) any {
 		if c.Partitions != nil && c.Partitions.Version > f.state.Partitions.Version {
 			f.state.Partitions, changed = *c.Partitions, true
 		}
+	case opUsers:
+		result, changed = f.applyUsers(c.Users)
 	}
 	st := f.state
 	f.mu.Unlock()
 	if changed && f.onChange != nil {
 		f.onChange(st)
 	}
-	return nil
+	f.usersApplied.Store(st.Users.Version)
+	return result
 }
 
 func (f *fsm) current() State {
@@ -111,6 +121,7 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	if f.onChange != nil {
 		f.onChange(st)
 	}
+	f.usersApplied.Store(st.Users.Version)
 	return nil
 }
 

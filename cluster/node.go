@@ -67,6 +67,8 @@ type Node struct {
 	catchingUp     map[string]bool      // non-voters an awaitCatchUp goroutine watches
 	warned         map[string]time.Time // warning key → when last logged (warnEvery)
 	onState        []func(State)
+	usersMu        sync.Mutex                    // serialises user changes on the leader (users.go)
+	localUsers     atomic.Pointer[func() []User] // this node's own users (SetLocalUsers)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -225,6 +227,7 @@ func (n *Node) run(ctx context.Context) {
 				}
 			}
 			if n.readyTerm.Load() == n.raft.CurrentTerm() {
+				n.seedUsers()
 				n.reconcile(ctx)
 			}
 		case !n.isMember() && !n.holdJoin.Load():

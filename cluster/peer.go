@@ -96,6 +96,7 @@ func (n *Node) PeerHandler() http.Handler {
 		n.writeSigned(w, http.StatusOK, h)
 	})
 	mux.HandleFunc("POST "+JoinPath, n.serveJoin)
+	mux.HandleFunc("POST "+UsersPath, n.serveUsers) // users.go
 	return mux
 }
 
@@ -106,9 +107,14 @@ func (n *Node) writeSigned(w http.ResponseWriter, status int, v any) {
 	w.Write(n.signer.Sign(data))
 }
 
-// readSigned verifies a signed body and decodes it into v.
-func (n *Node) readSigned(r io.Reader, v any) error {
-	body, err := io.ReadAll(io.LimitReader(r, maxPeerBody))
+// readSigned verifies a signed body and decodes it into v; limit, when
+// given, replaces maxPeerBody.
+func (n *Node) readSigned(r io.Reader, v any, limit ...int64) error {
+	max := int64(maxPeerBody)
+	if len(limit) > 0 {
+		max = limit[0]
+	}
+	body, err := io.ReadAll(io.LimitReader(r, max))
 	if err != nil {
 		return err
 	}

@@ -48,8 +48,9 @@ type User struct {
 }
 
 type usersFile struct {
-	Version int    `json:"version"`
-	Users   []User `json:"users"`
+	Version int          `json:"version"`
+	Users   []User       `json:"users"`
+	Cluster *ClusterMark `json:"cluster,omitempty"` // written by AdoptCluster only (replica.go)
 }
 
 // Store is the set of users, backed by DataDir/users.json.
@@ -66,6 +67,8 @@ type Store struct {
 	// access checks call on every publish, looks at most every
 	// lookupStatEvery; Verify (a login) always looks.
 	statted atomic.Int64
+
+	replicator atomic.Pointer[Replicator] // nil: changes are made on the file (replica.go)
 }
 
 // lookupStatEvery bounds how stale Lookup may be about a change made by
@@ -316,6 +319,12 @@ func hashPassword(password string) (string, error) {
 
 // change applies f to the users under the file lock and writes the file.
 func (s *Store) change(f func(map[string]User) error) error {
+	if r := s.replicator.Load(); r != nil {
+		if err := (*r).Replicate(f); err != nil {
+			return err
+		}
+		return s.reload()
+	}
 	unlock, err := lockFile(s.path + ".lock")
 	if err != nil {
 		return err

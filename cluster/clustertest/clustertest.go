@@ -155,6 +155,7 @@ func (c *Cluster) opsHandler(m *Member) http.Handler {
 	}
 	mux.HandleFunc(cluster.PeerPath, peer)
 	mux.HandleFunc(cluster.JoinPath, peer)
+	mux.HandleFunc(cluster.UsersPath, peer)
 	return mux
 }
 

@@ -155,8 +155,17 @@ func printGroups(s *auth.Store, name string) error {
 	return nil
 }
 
+// clusterOfflineNote is said when a user command changes users.json of a
+// clustered node that does not run (docs/cluster.md, "Users in a cluster").
+const clusterOfflineNote = "note: clustering is on but this node does not answer on its operations port: the change is made in this node's users.json only. " +
+	"A node that forms a new cluster brings these users into it; a node that is, or becomes, a member of a running cluster takes the cluster's users when it starts " +
+	"(this file is kept as users.json.local-TIME). To change the cluster's users, run the command while a node runs."
+
 func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int {
 	s, err := appliance.OpenUsers(cfg.DataDir)
+	if err == nil && !appliance.UsersThroughRunningNode(cfg, s) && cfg.Cluster.Enabled && done != "" {
+		fmt.Fprintln(os.Stderr, clusterOfflineNote)
+	}
 	if err == nil {
 		err = f(s)
 	}
