@@ -313,7 +313,9 @@ func TestDataPlaneRefusesForgedFrames(t *testing.T) {
 func TestDataPlaneMessageFromPeerDoesNotTriggerLoT(t *testing.T) {
 	nodes := dataPlaneCluster(t, 3)
 	a, b := nodes[0], nodes[1]
-	root, err := os.ReadFile(filepath.Join(b.dataDir, "initial-root-password"))
+	// The cluster's root is the bootstrapping node's (broker-a): b's own
+	// was replaced, and its password file removed, when b joined.
+	root, err := os.ReadFile(filepath.Join(a.dataDir, "initial-root-password"))
 	if err != nil {
 		t.Fatal(err)
 	}

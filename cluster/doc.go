@@ -76,11 +76,29 @@
 // # Replicated state
 //
 // One FSM (fsm.go) applies a versioned JSON command envelope: the
-// cluster's session (formed once) and the partition map. Apply is
+// cluster's session (formed once), the partition map and the users. Apply is
 // deterministic and refuses a newer envelope version. A map is applied
 // only when its Version is newer than the current one, so a deposed
 // leader's late proposal cannot roll it back; each partition's Epoch rises
 // whenever its owner changes, for the data plane to fence a stale owner.
+//
+// # Users
+//
+// The user store is the cluster's (users.go): State.Users is every user
+// (the records of broker/auth, hashes included) with a version, in the
+// log and in snapshots. A change carries the whole new set and the
+// version it was computed from, and applies only on top of that version
+// (compare and set) and only when an administrator remains, so a change
+// computed on a stale copy, or one that removes the last administrator,
+// is refused deterministically on every node. UpdateUsers computes the
+// change on this node's copy and commits it: on the leader directly
+// (changes serialised by usersMu, so a commit makes base+1), from a
+// follower through POST UsersPath to the leader, signed; on a conflict it
+// waits for the newer set and computes again. It returns once this node's
+// OnState callbacks ran for the new version (fsm.usersApplied), which is
+// when the appliance has written users.json. A leader whose cluster has
+// no users yet proposes its own (SetLocalUsers, seedUsers): the first
+// cluster adopts its bootstrapping node's users.
 //
 // # Messages between nodes
 //
@@ -103,7 +121,9 @@
 // and stopped by Shutdown (goRun starts nothing once Shutdown began).
 // Node.mu guards the join attempts, the catch-up watches and the state
 // callbacks; changeMu serialises membership changes and may be held
-// across a Raft future, and is taken before mu, never after; liveness has
+// across a Raft future, and is taken before mu, never after; usersMu
+// serialises user changes on the leader, is held across a Raft future and
+// is never held with changeMu or mu; liveness has
 // its own mutex; mu and liveness's are never held across network I/O or a
 // Raft future.
 package cluster

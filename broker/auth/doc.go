@@ -12,6 +12,13 @@
 // node notices the change by the file's size and modification time on the
 // next authentication.
 //
+// On a clustered node the users are the cluster's (replica.go): every
+// change goes through a Replicator instead of the file, and the cluster's
+// committed set is written into users.json with a ClusterMark
+// (AdoptCluster), which a change made on the file itself drops; a file
+// without the mark that differs is backed up before the cluster's set
+// replaces it.
+//
 // Authenticator implements broker.Authenticator: it verifies the password,
 // delays every failure and throttles a source address after a burst of
 // failures (Throttle). Successful verifications are cached for a short
