@@ -149,7 +149,7 @@ func TestConnectorState(t *testing.T) {
 	if code, body := postForm(t, c, cn.base+"lot/deploy", url.Values{"csrf": {tok}, "kind": {"connector"}, "src": {src}}); code != http.StatusSeeOther {
 		t.Fatalf("deploy: %d %s", code, body)
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for {
 		resp, err := c.Get(cn.base + "lot/rows")
 		if err != nil {

@@ -91,10 +91,10 @@ func startConsoleNodeAt(t *testing.T, ip string, env map[string]string, setupDon
 // mqttConnect connects a paho client to the node.
 func (cn *consoleNode) mqttConnect(user, password string) (mqtt.Client, error) {
 	o := mqtt.NewClientOptions().AddBroker("tcp://" + cn.ip + ":1883").SetClientID(fmt.Sprintf("t%d", rand.Int())).
-		SetUsername(user).SetPassword(password).SetConnectTimeout(5 * time.Second).SetAutoReconnect(false)
+		SetUsername(user).SetPassword(password).SetConnectTimeout(30 * time.Second).SetAutoReconnect(false)
 	c := mqtt.NewClient(o)
 	tok := c.Connect()
-	if !tok.WaitTimeout(10 * time.Second) {
+	if !tok.WaitTimeout(40 * time.Second) {
 		return nil, fmt.Errorf("connect timed out")
 	}
 	return c, tok.Error()
@@ -131,7 +131,7 @@ func newBrowser(t *testing.T, width, height int) context.Context {
 		chromedp.WindowSize(width, height))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(func() { tcancel(); cancel(); acancel() })
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func waitJS(t *testing.T, ctx context.Context, expr string) {
 	t.Helper()
 	// A navigation while polling destroys the page's JavaScript context:
 	// poll again in the new page until the deadline.
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	var err error
 	for time.Now().Before(deadline) {
 		if _, err = chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(time.Until(deadline)))); err == nil {

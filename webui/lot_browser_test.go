@@ -72,7 +72,7 @@ func TestBrowserLoTEditor(t *testing.T) {
 		if m != "out/press hello" {
 			t.Fatalf("the deployed action published %q", m)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the deployed action did not run")
 	}
 
