@@ -136,3 +136,30 @@ func TestClusterUsers(t *testing.T) {
 		t.Fatalf("-addUser with two of three nodes down: %v\n%s", err, out)
 	}
 }
+
+// TestUserCommandOnNodeWithClusteringRefused: a node whose clustering did
+// not start (its DataPlaneUsername does not exist yet, the quick start's
+// steps out of order) reads users.json as a single node does, so the
+// gantry command that adds the missing user changes the file, and says
+// nothing about a cluster.
+func TestUserCommandOnNodeWithClusteringRefused(t *testing.T) {
+	pub := needTool(t, "mosquitto_pub")
+	nd := clusterOf(t, 1, func(nd *crashNode) {
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster", "COREFLUX_MQTT_ALLOW_ANONYMOUS=false")
+	})[0]
+	eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(nd.stderr(), "clustering does not start") {
+			return fmt.Errorf("no refusal in the log yet")
+		}
+		return nil
+	})
+	cmd := exec.Command(nd.bin, "-dev", "-addUser", "cluster", clusterUserPassword)
+	cmd.Env = nd.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Contains(string(out), "note:") {
+		t.Fatalf("-addUser cluster on a node running without clustering: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(pub, "-h", nd.ip, "-t", "t", "-m", "x", "-u", "cluster", "-P", clusterUserPassword).CombinedOutput(); err != nil {
+		t.Fatalf("the added user logs in: %v: %s", err, out)
+	}
+}

@@ -2,7 +2,9 @@ package appliance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -167,29 +169,38 @@ func (r usersThroughCluster) Replicate(change func(map[string]auth.User) error) 
 	})
 }
 
-// UsersThroughRunningNode is for the gantry command: when clustering is on
-// and the node of cfg answers on its operations port, it makes every
-// change of s go to that node, which commits it through the cluster and
-// answers once it applied it, and reports true. Otherwise changes are made
-// on users.json (see docs/cluster.md, "Users in a cluster").
-func UsersThroughRunningNode(cfg config.Config, s *auth.Store) bool {
+// UsersThroughRunningNode is for the gantry command. When clustering is
+// on and the node of cfg runs as a cluster member (its GET /cluster says
+// so), it makes every change of s go to that node, which commits it
+// through the cluster and answers once it applied it: through is true.
+// Otherwise changes are made on users.json; running says whether a node
+// answers there at all (one that runs with clustering refused reads the
+// file as a single node does). See docs/cluster.md, "Users in a cluster".
+func UsersThroughRunningNode(cfg config.Config, s *auth.Store) (through, running bool) {
 	cl := &cfg.Cluster
 	if !cl.Enabled || len(cfg.ClusterProblems()) > 0 || cfg.Ops.Port == 0 {
-		return false
+		return false, false
 	}
 	host := cfg.Ops.BindIP
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(cfg.Ops.Port))
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	hc := &http.Client{Timeout: 30 * time.Second}
+	probe := &http.Client{Timeout: 3 * time.Second}
+	resp, err := probe.Get("http://" + addr + "/cluster")
 	if err != nil {
-		return false
+		return false, false
 	}
-	conn.Close()
+	var st cluster.Status
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
+	resp.Body.Close()
+	if err != nil || !st.Enabled || st.NodeName != cl.NodeName {
+		return false, true
+	}
 	s.SetReplicator(&usersThroughNode{store: s, addr: addr, cluster: cl.ClusterId, node: cl.NodeName,
-		signer: signing.New([]byte(cl.SharedSecret), nil), http: &http.Client{Timeout: 30 * time.Second}})
-	return true
+		signer: signing.New([]byte(cl.SharedSecret), nil), http: hc})
+	return true, true
 }
 
 // usersThroughNode is the gantry command's Replicator: it computes the

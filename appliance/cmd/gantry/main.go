@@ -163,8 +163,10 @@ const clusterOfflineNote = "note: clustering is on but this node does not answer
 
 func userCommand(cfg config.Config, f func(*auth.Store) error, done string) int {
 	s, err := appliance.OpenUsers(cfg.DataDir)
-	if err == nil && !appliance.UsersThroughRunningNode(cfg, s) && cfg.Cluster.Enabled && done != "" {
-		fmt.Fprintln(os.Stderr, clusterOfflineNote)
+	if err == nil {
+		if through, running := appliance.UsersThroughRunningNode(cfg, s); !through && !running && cfg.Cluster.Enabled && done != "" {
+			fmt.Fprintln(os.Stderr, clusterOfflineNote)
+		}
 	}
 	if err == nil {
 		err = f(s)
