@@ -31,7 +31,7 @@ func TestBlessScript(t *testing.T) {
 	script := filepath.Join(root, "rootfs/usr/lib/gantry/bless")
 	for _, c := range []struct {
 		name, entry, varValue, want string
-		fails                         bool
+		fails                       bool
 	}{
 		{"trial entry blessed", "gantry-2-b+2-1.conf", `\loader\entries\gantry-2-b+2-1.conf`, "gantry-2-b.conf", false},
 		{"last try blessed", "gantry-7-a+0-3.conf", `\loader\entries\gantry-7-a+0-3.conf`, "gantry-7-a.conf", false},
