@@ -44,7 +44,9 @@ func clusterOf(t *testing.T, n int, setup ...func(*crashNode)) []*crashNode {
 		for _, f := range setup {
 			f(nd)
 		}
-		nd.start()
+		if !nd.held {
+			nd.start()
+		}
 		t.Cleanup(nd.kill)
 	}
 	return nodes

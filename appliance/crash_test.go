@@ -39,6 +39,7 @@ type crashNode struct {
 	ip      string
 	dataDir string
 	extra   []string // more environment, after (so over) the defaults
+	held    bool     // clusterOf leaves it for the test to start
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process was reaped

@@ -56,3 +56,34 @@ func (s *Server) Filters() []string {
 	sort.Strings(out)
 	return out
 }
+
+// StoreRetainedBatch puts retained messages from a peer node into the
+// retained store without delivering them to anyone (a node catching up on
+// the retained messages published before it joined). Like DeliverBatch it
+// reports whether it had to write to disk, and then calls done once that
+// is durable.
+func (s *Server) StoreRetainedBatch(ms []*Message, done func(error)) bool {
+	var t *storeTicket
+	persisted := false
+	for _, m := range ms {
+		if s.storeRetained(m, &t) {
+			persisted = true
+		}
+	}
+	if !persisted {
+		return false
+	}
+	s.persistOps(func(err error) { // a barrier: done once all before it is durable
+		if err == nil {
+			err = t.failure()
+		}
+		done(err)
+	})
+	return true
+}
+
+// RangeRetained calls fn with every retained message whose topic does not
+// begin with '$', until fn returns false.
+func (s *Server) RangeRetained(fn func(m *Message) bool) {
+	s.retained.Match("#", fn)
+}

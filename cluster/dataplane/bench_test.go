@@ -11,6 +11,10 @@ type nopBroker struct{}
 func (nopBroker) DeliverBatch([]*broker.Message, func(error)) bool { return false }
 func (nopBroker) Filters() []string                                { return nil }
 func (nopBroker) SharedGroups(string) []string                     { return nil }
+func (nopBroker) StoreRetainedBatch([]*broker.Message, func(error)) bool {
+	return false
+}
+func (nopBroker) RangeRetained(func(*broker.Message) bool) {}
 
 // BenchmarkForward is the publish hook's cost per message with two peers
 // that want everything (links up, records taken as a link would).
@@ -24,7 +28,7 @@ func BenchmarkForward(b *testing.B) {
 			defer p.Stop()
 			var peers []*peerStream
 			for _, n := range []string{"b", "c"} {
-				ps := p.out.addPeer(n)
+				ps, _ := p.out.addPeer(n)
 				p.out.setUp(ps, true)
 				peers = append(peers, ps)
 			}

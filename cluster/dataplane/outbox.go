@@ -15,6 +15,7 @@ type entry struct {
 	// groups are, per peer, the shared subscriptions it delivers the
 	// message to (Plane.sharedFor); nil for most messages.
 	groups map[string][]string
+	only   string // for this peer only (a catch-up); "" for every peer
 }
 
 // ctlEntry is a control record (an interest announcement): sent before
@@ -90,29 +91,33 @@ func (o *outbox) head() uint64 { return o.base + uint64(len(o.entries)) }
 // addPeer starts (or resumes, from a stored cursor) the stream of peer.
 // A peer never seen before starts at the head: what was published before
 // it joined is not for it.
-func (o *outbox) addPeer(name string) *peerStream {
+func (o *outbox) addPeer(name string) (ps *peerStream, catchUp bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if ps := o.peers[name]; ps != nil {
-		return ps
+		return ps, false
 	}
-	ps := &peerStream{name: name, wake: make(chan struct{}, 1)}
+	ps = &peerStream{name: name, wake: make(chan struct{}, 1)}
 	ps.cursor = o.head()
 	if c, ok := o.absent[name]; ok {
 		ps.cursor = min(c, o.head())
 		delete(o.absent, name)
-	} else if o.store != nil {
-		// Stored at once: after a restart of this node the peer resumes
-		// here even if it never confirmed anything.
-		o.store.putCursor(name, ps.cursor)
+	} else {
+		catchUp = true // new here: it has none of what came before
+		if o.store != nil {
+			// Stored at once: after a restart of this node the peer
+			// resumes here even if it never confirmed anything.
+			o.store.putCursor(name, ps.cursor)
+		}
 	}
 	if ps.cursor < o.base {
 		ps.dropped += o.base - ps.cursor
 		ps.cursor = o.base
+		catchUp = true // it missed records
 	}
 	ps.sent, ps.saved = ps.cursor, ps.cursor
 	o.peers[name] = ps
-	return ps
+	return ps, catchUp
 }
 
 // removePeer stops sending to name. Its stored cursor stays: a member that
@@ -184,6 +189,24 @@ func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[s
 	}
 	o.mu.Unlock()
 	return o.store != nil
+}
+
+// addReliableFor appends a record for peer only (a catch-up). Nobody
+// waits for it.
+func (o *outbox) addReliableFor(peer string, msg []byte, topic string) {
+	o.mu.Lock()
+	seq := o.head() + 1
+	o.entries = append(o.entries, entry{seq: seq, msg: msg, topic: topic, retain: true, only: peer})
+	if len(o.entries) > o.max {
+		o.dropOldestLocked()
+	}
+	if o.store != nil {
+		o.store.put(seq, msg, func(error) {})
+	}
+	if ps := o.peers[peer]; ps != nil {
+		signal(ps)
+	}
+	o.mu.Unlock()
 }
 
 // dropOldestLocked drops the oldest record, for every peer that has not
@@ -268,7 +291,7 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 	ps.be = ps.be[i:]
 	for ps.sent < o.head() {
 		e := o.entries[ps.sent-o.base]
-		if !e.retain && !want(e.topic) {
+		if (e.only != "" && e.only != ps.name) || (!e.retain && !want(e.topic)) {
 			ps.sent = e.seq // not for this peer
 			continue
 		}

@@ -29,7 +29,7 @@ func takeAll(o *outbox, ps *peerStream) (seqs []uint64, msgs []string) {
 
 func TestOutboxConfirmResendAndBound(t *testing.T) {
 	o := newOutbox(3, nil)
-	a := o.addPeer("a")
+	a, _ := o.addPeer("a")
 	o.setUp(a, true)
 	for i := range 2 {
 		o.addReliable([]byte(fmt.Sprint("r", i)), "t", false, nil, nil)
@@ -72,7 +72,11 @@ func TestOutboxStoreResumes(t *testing.T) {
 	}
 	boot := st.boot
 	o := newOutbox(100, st)
-	a, b := o.addPeer("a"), o.addPeer("b")
+	a, fresh := o.addPeer("a")
+	b, _ := o.addPeer("b")
+	if !fresh {
+		t.Fatal("a peer never seen before does not ask for a catch-up")
+	}
 	done := make(chan error, 3)
 	for i := range 3 {
 		if !o.addReliable(wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(fmt.Sprint("m", i))}), "t", false, nil, func(err error) { done <- err }) {
@@ -99,7 +103,11 @@ func TestOutboxStoreResumes(t *testing.T) {
 		t.Fatalf("stream identity changed across a reopen: %d, then %d", boot, st.boot)
 	}
 	o = newOutbox(100, st)
-	a, b = o.addPeer("a"), o.addPeer("b")
+	a, fresh = o.addPeer("a")
+	b, _ = o.addPeer("b")
+	if fresh {
+		t.Fatal("a peer with a stored cursor and nothing dropped asks for a catch-up")
+	}
 	// Only t is wanted: the records read back know their topic.
 	var payloads []string
 	for {
@@ -131,7 +139,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 // flight; retained ones go anyway.
 func TestOutboxPassesOverUnwanted(t *testing.T) {
 	o := newOutbox(100, nil)
-	a := o.addPeer("a")
+	a, _ := o.addPeer("a")
 	o.setUp(a, true)
 	o.addReliable([]byte("x1"), "x/1", false, nil, nil)
 	o.addReliable([]byte("y1"), "y/1", false, nil, nil)

@@ -39,6 +39,11 @@ type Deliverer interface {
 	// SharedGroups returns the local shared subscriptions whose group
 	// matches a topic.
 	SharedGroups(topic string) []string
+	// StoreRetainedBatch stores retained messages without delivering
+	// them, as DeliverBatch reports and calls done.
+	StoreRetainedBatch(ms []*broker.Message, done func(error)) bool
+	// RangeRetained calls fn with every retained message, $ topics aside.
+	RangeRetained(fn func(m *broker.Message) bool)
 }
 
 // Options configure a Plane.
@@ -93,6 +98,8 @@ type Plane struct {
 	recv receiver
 	warnLimiter
 
+	retained *retainedVersions
+
 	local   localInterest
 	rmu     sync.Mutex // guards remotes
 	remotes map[string]*remoteInterest
@@ -136,6 +143,7 @@ func New(opts Options) (*Plane, error) {
 		p.recv.store = st
 	}
 	p.out = newOutbox(opts.ForwardQueueEntries, p.store)
+	p.retained = newRetainedVersions(p.store)
 	p.local.announced = map[string]struct{}{}
 	p.remotes = map[string]*remoteInterest{}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -187,9 +195,13 @@ func (p *Plane) SetPeers(peers map[string]string) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		l := &link{p: p, peer: name, ps: p.out.addPeer(name), cancel: cancel, done: make(chan struct{})}
+		ps, catchUp := p.out.addPeer(name)
+		l := &link{p: p, peer: name, ps: ps, cancel: cancel, done: make(chan struct{})}
 		l.setAddr(addr)
 		p.links[name] = l
+		if catchUp && p.opts.Reliable {
+			p.catchUp(name)
+		}
 		go l.run(ctx)
 	}
 }
@@ -230,6 +242,10 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 	if m.Origin == broker.OriginPeer || (len(m.Topic) > 0 && m.Topic[0] == '$') {
 		return nil // delivered here only: $SYS and other $ topics are per node
 	}
+	var version wire.Version
+	if m.Retain && p.opts.Reliable {
+		version = p.retained.next(p.opts.NodeName, m.Topic)
+	}
 	// Retained messages travel reliably whatever their QoS: a node that
 	// was down gets the retained values published meanwhile.
 	reliable := (m.QoS > 0 || m.Retain) && p.opts.Reliable
@@ -239,7 +255,7 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 	if !p.out.wanted() {
 		return nil // no peer yet: a one-node cluster
 	}
-	enc := wire.AppendMessage(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m)
+	enc := wire.AppendRetained(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m, version, false)
 	groups := p.sharedFor(m.Topic)
 	if !reliable {
 		p.out.addBestEffort(enc, m.Topic, groups, p.wants)

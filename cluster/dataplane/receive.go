@@ -25,6 +25,9 @@ type receiver struct {
 	replayed   atomic.Uint64 // frames older than one already accepted from that sender, dropped
 	corrupt    atomic.Uint64 // frames that do not decode, dropped
 	refused    atomic.Uint64 // internal publishes by another user, refused
+
+	caughtUp      atomic.Uint64 // retained messages a peer sent to catch this node up, stored
+	staleRetained atomic.Uint64 // retained messages older than the value held, not stored
 }
 
 // senderState is what the receiver remembers of one peer. A link's frames
@@ -47,12 +50,14 @@ type ReceiveStats struct {
 	Replayed   uint64 `json:"replayedDropped"`
 	Corrupt    uint64 `json:"corruptDropped"`
 	Refused    uint64 `json:"unauthorizedRefused"`
+	CaughtUp   uint64 `json:"retainedCaughtUp"`
+	Stale      uint64 `json:"retainedStale"`
 }
 
 func (r *receiver) stats() ReceiveStats {
 	return ReceiveStats{Frames: r.frames.Load(), Messages: r.messages.Load(), Duplicates: r.duplicates.Load(),
 		Gaps: r.gaps.Load(), Forged: r.forged.Load(), Replayed: r.replayed.Load(), Corrupt: r.corrupt.Load(),
-		Refused: r.refused.Load()}
+		Refused: r.refused.Load(), CaughtUp: r.caughtUp.Load(), Stale: r.staleRetained.Load()}
 }
 
 func (r *receiver) sender(name string) *senderState {
@@ -99,7 +104,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	case h.Boot > s.boot:
 		s.boot, s.lastSeq = h.Boot, 0 // the sender restarted: a new stream
 	}
-	var batch []*broker.Message
+	var batch, retain []*broker.Message
 	for len(records) > 0 {
 		var rec wire.Record
 		if rec, records, err = wire.NextRecord(records); err != nil {
@@ -131,6 +136,17 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			continue
 		}
 		d.Msg.PeerGroups = rec.Groups
+		if d.Msg.Retain && !p.retained.accept(d.Msg.Topic, d.Version) {
+			r.staleRetained.Add(1)
+			if d.StoreOnly {
+				continue // this node holds a newer value
+			}
+			d.Msg.Retain = false // delivered, not stored over the newer value
+		}
+		if d.StoreOnly {
+			retain = append(retain, d.Msg)
+			continue
+		}
 		batch = append(batch, d.Msg)
 	}
 	if err != nil {
@@ -143,15 +159,44 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	}
 	r.frames.Add(1)
 	r.messages.Add(uint64(len(batch)))
-	if len(batch) == 0 {
+	r.caughtUp.Add(uint64(len(retain)))
+	if len(batch) == 0 && len(retain) == 0 {
 		return nil
 	}
+	// The hook holds one count and each store write that has to finish
+	// another; whoever drops it to zero answers the frame.
+	var left atomic.Int32
+	var firstErr atomic.Pointer[error]
+	result := func() error {
+		if e := firstErr.Load(); e != nil {
+			return *e
+		}
+		return nil
+	}
+	confirm := res.Resolve
 	if m.QoS == 0 {
-		p.opts.Broker.DeliverBatch(batch, func(error) {})
-		return nil
+		confirm = func(error) {} // nobody waits
 	}
-	if p.opts.Broker.DeliverBatch(batch, res.Resolve) {
-		return broker.ErrDeferred
+	done := func(err error) {
+		if err != nil {
+			firstErr.CompareAndSwap(nil, &err)
+		}
+		if left.Add(-1) == 0 {
+			confirm(result())
+		}
 	}
-	return nil
+	left.Store(1)
+	for _, start := range []func() bool{
+		func() bool { return len(batch) > 0 && p.opts.Broker.DeliverBatch(batch, done) },
+		func() bool { return len(retain) > 0 && p.opts.Broker.StoreRetainedBatch(retain, done) },
+	} {
+		left.Add(1)
+		if !start() {
+			left.Add(-1)
+		}
+	}
+	if left.Add(-1) == 0 || m.QoS == 0 {
+		return result() // everything is durable already, or nobody waits
+	}
+	return broker.ErrDeferred
 }

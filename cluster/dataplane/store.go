@@ -17,10 +17,11 @@ const FileName = "dataplane.db"
 
 // Buckets of the store.
 var (
-	bucketMeta    = []byte("meta")    // "boot": stream identity; "base": records up to it are gone
-	bucketOutbox  = []byte("outbox")  // seq (8 bytes, big-endian) → encoded message
-	bucketCursors = []byte("cursors") // peer name → highest seq it confirmed
-	bucketInbox   = []byte("inbox")   // sender name → boot, highest seq delivered from it
+	bucketMeta    = []byte("meta")     // "boot": stream identity; "base": records up to it are gone
+	bucketOutbox  = []byte("outbox")   // seq (8 bytes, big-endian) → encoded message
+	bucketCursors = []byte("cursors")  // peer name → highest seq it confirmed
+	bucketInbox   = []byte("inbox")    // sender name → boot, highest seq delivered from it
+	bucketRetain  = []byte("retained") // topic → version of the retained value stored (counter, node)
 	keyBoot       = []byte("boot")
 	keyBase       = []byte("base")
 )
@@ -39,6 +40,7 @@ type store struct {
 	trimTo         uint64
 	pendingCursors map[string]uint64
 	inbox          map[string][2]uint64
+	versions       map[string]wire.Version
 	closed         bool
 	kick           chan struct{}
 	stopped        chan struct{}
@@ -55,10 +57,10 @@ func openStore(path string) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: opening %s: %w", path, err)
 	}
-	s := &store{db: db, pendingCursors: map[string]uint64{}, inbox: map[string][2]uint64{},
+	s := &store{db: db, pendingCursors: map[string]uint64{}, inbox: map[string][2]uint64{}, versions: map[string]wire.Version{},
 		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox} {
+		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -174,6 +176,24 @@ func (s *store) trim(base uint64) { s.queue(func() { s.trimTo = max(s.trimTo, ba
 
 func (s *store) putCursor(peer string, seq uint64) { s.queue(func() { s.pendingCursors[peer] = seq }) }
 
+func (s *store) putRetainedVersion(topic string, v wire.Version) {
+	s.queue(func() { s.versions[topic] = v })
+}
+
+// retainedVersions returns the stored versions of the retained topics.
+func (s *store) retainedVersions() map[string]wire.Version {
+	out := map[string]wire.Version{}
+	s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRetain).ForEach(func(k, v []byte) error {
+			if len(v) >= 8 {
+				out[string(k)] = wire.Version{Counter: binary.BigEndian.Uint64(v), Node: string(v[8:])}
+			}
+			return nil
+		})
+	})
+	return out
+}
+
 func (s *store) putReceived(sender string, boot, seq uint64) {
 	s.queue(func() { s.inbox[sender] = [2]uint64{boot, seq} })
 }
@@ -183,12 +203,23 @@ func (s *store) run() {
 	defer close(s.stopped)
 	for range s.kick {
 		s.mu.Lock()
-		records, dones, trimTo, cursors, inbox, closed := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.closed
+		records, dones, trimTo, cursors, inbox, versions, closed := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.versions, s.closed
 		s.records, s.dones = nil, nil
-		s.pendingCursors, s.inbox = map[string]uint64{}, map[string][2]uint64{}
+		s.pendingCursors, s.inbox, s.versions = map[string]uint64{}, map[string][2]uint64{}, map[string]wire.Version{}
 		s.mu.Unlock()
-		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || trimTo > 0 {
-			err := s.db.Update(func(tx *bolt.Tx) error { return commit(tx, records, trimTo, cursors, inbox) })
+		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 {
+			err := s.db.Update(func(tx *bolt.Tx) error {
+				if err := commit(tx, records, trimTo, cursors, inbox); err != nil {
+					return err
+				}
+				rb := tx.Bucket(bucketRetain)
+				for topic, v := range versions {
+					if err := rb.Put([]byte(topic), append(u64(v.Counter), v.Node...)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 			for _, d := range dones {
 				d(err)
 			}

@@ -21,7 +21,8 @@
 //
 // # Message
 //
-//	byte     flags: bits 0-1 QoS, bit 2 retain, bit 3 properties follow
+//	byte     flags: bits 0-1 QoS, bit 2 retain, bit 3 properties follow,
+//	         bits 4-5 below
 //	string   topic
 //	string   publisher's client id ("" for LoT, connectors, the broker)
 //	string   publisher's user name
@@ -34,6 +35,11 @@
 //	  bytes    correlation data
 //	  uvarint  expiry: Unix ns after which the message is dropped, 0 none
 //	  uvarint  count, then count × (string name, string value): user properties
+//	if bit 4 (a retained message's version):
+//	  uvarint  Lamport counter
+//	  string   node that wrote it
+//	bit 5: the retained message is for the receiver's retained store only,
+//	not its subscribers (a node catching up)
 //
 // string and bytes are a uvarint length followed by that many bytes. A
 // message's encoding is independent of the frame and of its sequence

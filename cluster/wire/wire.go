@@ -16,11 +16,13 @@ const Format = 1
 var ErrCorrupt = errors.New("wire: corrupt data-plane frame")
 
 const (
-	flagQoS    = 0x03
-	flagRetain = 0x04
-	flagProps  = 0x08
-	knownFlags = flagQoS | flagRetain | flagProps
-	maxOrigin  = byte(broker.OriginBroker)
+	flagQoS       = 0x03
+	flagRetain    = 0x04
+	flagProps     = 0x08
+	flagVersion   = 0x10 // a retained message's version follows the properties
+	flagStoreOnly = 0x20 // a retained message for the receiver's store only, not its subscribers
+	knownFlags    = flagQoS | flagRetain | flagProps | flagVersion | flagStoreOnly
+	maxOrigin     = byte(broker.OriginBroker)
 )
 
 // Header is the start of a frame.
@@ -98,8 +100,27 @@ func NextRecord(records []byte) (Record, []byte, error) {
 	return rec, r.b, nil
 }
 
+// Version orders the writes of one retained topic cluster-wide: a
+// Lamport counter, then the writing node's name; the higher wins.
+type Version struct {
+	Counter uint64
+	Node    string
+}
+
+// Less reports whether v is older than w.
+func (v Version) Less(w Version) bool {
+	return v.Counter < w.Counter || (v.Counter == w.Counter && v.Node < w.Node)
+}
+
 // AppendMessage appends m's encoding to dst.
 func AppendMessage(dst []byte, m *broker.Message) []byte {
+	return AppendRetained(dst, m, Version{}, false)
+}
+
+// AppendRetained appends m's encoding with a retained message's version
+// (none when v is zero) and, with storeOnly, marked for the receiver's
+// retained store only.
+func AppendRetained(dst []byte, m *broker.Message, v Version, storeOnly bool) []byte {
 	flags := m.QoS & flagQoS
 	if m.Retain {
 		flags |= flagRetain
@@ -109,15 +130,29 @@ func AppendMessage(dst []byte, m *broker.Message) []byte {
 	if props {
 		flags |= flagProps
 	}
+	if v != (Version{}) {
+		flags |= flagVersion
+	}
+	if storeOnly {
+		flags |= flagStoreOnly
+	}
 	dst = append(dst, flags)
 	dst = appendString(dst, m.Topic)
 	dst = appendString(dst, m.ClientID)
 	dst = appendString(dst, m.Username)
 	dst = append(dst, byte(m.Origin))
 	dst = appendBytes(dst, m.Payload)
-	if !props {
-		return dst
+	if props {
+		dst = appendProps(dst, m)
 	}
+	if v != (Version{}) {
+		dst = binary.AppendUvarint(dst, v.Counter)
+		dst = appendString(dst, v.Node)
+	}
+	return dst
+}
+
+func appendProps(dst []byte, m *broker.Message) []byte {
 	dst = append(dst, m.PayloadFormat)
 	dst = appendString(dst, m.ContentType)
 	dst = appendString(dst, m.ResponseTopic)
@@ -136,6 +171,8 @@ func AppendMessage(dst []byte, m *broker.Message) []byte {
 type Decoded struct {
 	Msg        *broker.Message
 	SentOrigin broker.Origin
+	Version    Version // of a retained message; zero when none was sent
+	StoreOnly  bool    // for the retained store only
 }
 
 // DecodeMessage reads one message. Its fields are owned copies, and its
@@ -170,13 +207,20 @@ func DecodeMessage(b []byte) (Decoded, error) {
 			m.UserProperties = append(m.UserProperties, packet.UserProperty{Key: r.string(), Value: r.string()})
 		}
 	}
+	var v Version
+	if flags&flagVersion != 0 {
+		v = Version{Counter: r.uvarint(), Node: r.string()}
+		if r.err == nil && v == (Version{}) {
+			r.fail("empty version")
+		}
+	}
 	if r.err == nil && len(r.b) != 0 {
 		r.fail("trailing bytes")
 	}
 	if r.err != nil {
 		return Decoded{}, r.err
 	}
-	return Decoded{Msg: m, SentOrigin: broker.Origin(origin)}, nil
+	return Decoded{Msg: m, SentOrigin: broker.Origin(origin), Version: v, StoreOnly: flags&flagStoreOnly != 0}, nil
 }
 
 func appendString(dst []byte, s string) []byte {

@@ -123,7 +123,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		m := *d.Msg
 		m.Origin = d.SentOrigin
-		again, err := DecodeMessage(AppendMessage(nil, &m))
+		again, err := DecodeMessage(AppendRetained(nil, &m, d.Version, d.StoreOnly))
 		if err != nil || !reflect.DeepEqual(again, d) {
 			t.Fatalf("%x decodes as %+v, which encodes to %+v (%v)", b, *d.Msg, again.Msg, err)
 		}
@@ -143,5 +143,23 @@ func TestFiltersRoundTrip(t *testing.T) {
 	}
 	if _, _, err := DecodeFilters([]byte{'x', 0}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("unknown op: %v", err)
+	}
+}
+
+func TestRetainedVersionRoundTrip(t *testing.T) {
+	m := &broker.Message{Topic: "config/line", Payload: []byte("v2"), Retain: true, ContentType: "text/plain"}
+	v := Version{Counter: 42, Node: "broker-b"}
+	d, err := DecodeMessage(AppendRetained(nil, m, v, true))
+	if err != nil || d.Version != v || !d.StoreOnly || d.Msg.ContentType != "text/plain" || string(d.Msg.Payload) != "v2" {
+		t.Fatalf("%+v %+v %v", d, d.Msg, err)
+	}
+	if d, _ := DecodeMessage(AppendMessage(nil, m)); d.Version != (Version{}) || d.StoreOnly {
+		t.Fatalf("plain message decoded with %+v", d)
+	}
+	older := []struct{ a, b Version }{{Version{1, "z"}, Version{2, "a"}}, {Version{2, "a"}, Version{2, "b"}}}
+	for _, c := range older {
+		if !c.a.Less(c.b) || c.b.Less(c.a) {
+			t.Fatalf("%+v should be older than %+v", c.a, c.b)
+		}
 	}
 }
