@@ -548,7 +548,12 @@ func TestDataPlaneRollingRestart(t *testing.T) {
 	for _, s := range subs {
 		eventually(t, 30*time.Second, func() error {
 			if err := s.got.has(acked...); err != nil {
-				return fmt.Errorf("%s: %w", s.id, err)
+				var views []string
+				for _, nd := range nodes {
+					dp, _ := dataPlaneView(nd.ip)
+					views = append(views, fmt.Sprintf("%s: %+v", nd.ip, dp))
+				}
+				return fmt.Errorf("%s: %w\n%s", s.id, err, strings.Join(views, "\n"))
 			}
 			return nil
 		})

@@ -68,6 +68,11 @@ type outbox struct {
 	base    uint64     // records up to base are gone; entries[i].seq == base+1+i
 	entries []entry
 	peers   map[string]*peerStream
+	// durable is the last record on disk (with a store): links send only
+	// up to it. A record sent before its write could be lost in a crash
+	// while the peer had it, and the restarted node would give its number
+	// to the next message, which the peer would drop as one it had.
+	durable uint64
 	// absent are the cursors of peers without a link now (stored, from
 	// before a restart, or removed from the membership): their records
 	// stay until they return or max pushes them out.
@@ -83,6 +88,7 @@ func newOutbox(max int, st *store) *outbox {
 		o.base, o.entries = st.loadOutbox()
 		o.absent = st.cursors()
 	}
+	o.durable = o.head()
 	return o
 }
 
@@ -179,10 +185,9 @@ func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[s
 		o.dropOldestLocked()
 	}
 	if o.store != nil {
-		if done == nil {
-			done = func(error) {}
-		}
-		o.store.put(seq, msg, done) // queued for the store's next group commit
+		o.store.put(seq, msg, o.afterWrite(seq, done)) // queued for the store's next group commit
+	} else {
+		o.durable = seq
 	}
 	for _, ps := range o.peers {
 		signal(ps)
@@ -201,7 +206,9 @@ func (o *outbox) addReliableFor(peer string, msg []byte, topic string) {
 		o.dropOldestLocked()
 	}
 	if o.store != nil {
-		o.store.put(seq, msg, func(error) {})
+		o.store.put(seq, msg, o.afterWrite(seq, nil))
+	} else {
+		o.durable = seq
 	}
 	if ps := o.peers[peer]; ps != nil {
 		signal(ps)
@@ -209,10 +216,31 @@ func (o *outbox) addReliableFor(peer string, msg []byte, topic string) {
 	o.mu.Unlock()
 }
 
+// afterWrite returns the store's callback for record seq: on success the
+// record may be sent; then done, when set, runs.
+func (o *outbox) afterWrite(seq uint64, done func(error)) func(error) {
+	return func(err error) {
+		if err == nil {
+			o.mu.Lock()
+			if seq > o.durable {
+				o.durable = seq // commits run in order: everything before is on disk too
+				for _, ps := range o.peers {
+					signal(ps)
+				}
+			}
+			o.mu.Unlock()
+		}
+		if done != nil {
+			done(err)
+		}
+	}
+}
+
 // dropOldestLocked drops the oldest record, for every peer that has not
 // confirmed it.
 func (o *outbox) dropOldestLocked() {
 	o.base++
+	o.durable = max(o.durable, o.base)
 	clear(o.entries[:1])
 	o.entries = o.entries[1:]
 	for _, ps := range o.peers {
@@ -289,7 +317,7 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 	}
 	clear(ps.be[:i])
 	ps.be = ps.be[i:]
-	for ps.sent < o.head() {
+	for ps.sent < min(o.head(), o.durable) {
 		e := o.entries[ps.sent-o.base]
 		if (e.only != "" && e.only != ps.name) || (!e.retain && !want(e.topic)) {
 			ps.sent = e.seq // not for this peer

@@ -20,7 +20,6 @@ type receiver struct {
 	frames     atomic.Uint64 // frames accepted
 	messages   atomic.Uint64 // messages delivered
 	duplicates atomic.Uint64 // reliable records already delivered (a resend), dropped
-	gaps       atomic.Uint64 // reliable records a sender dropped before they reached us
 	forged     atomic.Uint64 // frames with a bad or missing signature, dropped
 	replayed   atomic.Uint64 // frames older than one already accepted from that sender, dropped
 	corrupt    atomic.Uint64 // frames that do not decode, dropped
@@ -45,7 +44,6 @@ type ReceiveStats struct {
 	Frames     uint64 `json:"frames"`
 	Messages   uint64 `json:"messages"`
 	Duplicates uint64 `json:"duplicatesDropped"`
-	Gaps       uint64 `json:"gaps"`
 	Forged     uint64 `json:"forgedDropped"`
 	Replayed   uint64 `json:"replayedDropped"`
 	Corrupt    uint64 `json:"corruptDropped"`
@@ -56,7 +54,7 @@ type ReceiveStats struct {
 
 func (r *receiver) stats() ReceiveStats {
 	return ReceiveStats{Frames: r.frames.Load(), Messages: r.messages.Load(), Duplicates: r.duplicates.Load(),
-		Gaps: r.gaps.Load(), Forged: r.forged.Load(), Replayed: r.replayed.Load(), Corrupt: r.corrupt.Load(),
+		Forged: r.forged.Load(), Replayed: r.replayed.Load(), Corrupt: r.corrupt.Load(),
 		Refused: r.refused.Load(), CaughtUp: r.caughtUp.Load(), Stale: r.staleRetained.Load()}
 }
 
@@ -115,9 +113,6 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			if seq <= s.lastSeq {
 				r.duplicates.Add(1)
 				continue
-			}
-			if seq > s.lastSeq+1 {
-				r.gaps.Add(seq - s.lastSeq - 1)
 			}
 			s.lastSeq = seq
 		}
