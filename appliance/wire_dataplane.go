@@ -27,6 +27,11 @@ func (n *Node) openDataPlane() error {
 	if n.Cluster == nil || cl.DataPlaneUsername == "" || (!cl.DataPlaneEnabled && !cl.ReplicationEnabled) {
 		return nil
 	}
+	if cl.SharedSecret == "" {
+		n.log.Error("Cluster.SharedSecret is empty: nodes do not exchange messages (the links between nodes are authenticated and signed with it)",
+			"component", "dataplane")
+		return nil
+	}
 	opts := dataplane.Options{
 		NodeName: cl.NodeName, ClusterID: cl.ClusterId, Username: cl.DataPlaneUsername,
 		Signer:     signing.New([]byte(cl.SharedSecret), nil),

@@ -293,6 +293,9 @@ func (o *outbox) trimLocked() {
 func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool, add func(seq uint64, msg []byte, groups []string) int, nextPID func() uint16) (pid uint16, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.peers[ps.name] != ps {
+		return 0, 0 // removed: the link is stopping, and the stream's positions no longer move
+	}
 	var dones []func()
 	confirm := false
 	size := 0
@@ -356,6 +359,10 @@ func (o *outbox) addControl(ps *peerStream, msg []byte, done func()) {
 // run. It reports whether pid was a frame in flight.
 func (o *outbox) confirm(name string, ps *peerStream, pid uint16) bool {
 	o.mu.Lock()
+	if o.peers[ps.name] != ps {
+		o.mu.Unlock()
+		return false // removed: its cursor went to absent when it was
+	}
 	i := 0
 	for i < len(ps.frames) && ps.frames[i].pid != pid {
 		i++

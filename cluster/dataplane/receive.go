@@ -94,14 +94,18 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	s := r.sender(h.Sender)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if h.Boot > s.boot {
+		s.lastTS = time.Time{} // a new stream: its clock may be behind the old one's
+	}
 	switch {
 	case !env.SentAt.After(s.lastTS) || h.Boot < s.boot:
 		r.replayed.Add(1)
 		p.warn("replay", "dropped a replayed data-plane frame from "+h.Sender, errors.New("not newer than the last frame accepted"))
 		return packet.NotAuthorized
 	case h.Boot > s.boot:
-		s.boot, s.lastSeq = h.Boot, 0 // the sender restarted: a new stream
+		s.boot, s.lastSeq = h.Boot, 0 // a new stream
 	}
+	prevSeq := s.lastSeq // restored when the frame's deliveries fail, so its resend is taken
 	var batch, retain []*broker.Message
 	for len(records) > 0 {
 		var rec wire.Record
@@ -149,8 +153,25 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		p.warn("corrupt", "a data-plane frame from "+h.Sender+" has a corrupt record", err)
 	}
 	s.lastTS = env.SentAt
-	if r.store != nil && len(batch) > 0 {
-		r.store.putReceived(h.Sender, s.boot, s.lastSeq)
+	boot, upTo := s.boot, s.lastSeq
+	settled := func(err error) {
+		if err != nil {
+			// Not under the store's goroutine: receive may hold s.mu while
+			// it waits for that goroutine.
+			go func() {
+				s.mu.Lock()
+				if s.boot == boot && s.lastSeq >= upTo {
+					s.lastSeq = prevSeq
+				}
+				s.mu.Unlock()
+			}()
+			return
+		}
+		if r.store != nil && upTo != prevSeq {
+			// Only once what it delivered is durable: a crash before must
+			// not make the resend a duplicate.
+			r.store.putReceived(h.Sender, boot, upTo)
+		}
 	}
 	r.frames.Add(1)
 	r.messages.Add(uint64(len(batch)))
@@ -168,9 +189,9 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 		return nil
 	}
-	confirm := res.Resolve
+	confirm := func(err error) { settled(err); res.Resolve(err) }
 	if m.QoS == 0 {
-		confirm = func(error) {} // nobody waits
+		confirm = settled // nobody waits
 	}
 	done := func(err error) {
 		if err != nil {
@@ -190,8 +211,13 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			left.Add(-1)
 		}
 	}
-	if left.Add(-1) == 0 || m.QoS == 0 {
-		return result() // everything is durable already, or nobody waits
+	if left.Add(-1) == 0 {
+		err := result() // everything is durable already
+		settled(err)
+		return err
+	}
+	if m.QoS == 0 {
+		return nil // nobody waits; settled runs when the writes finish
 	}
 	return broker.ErrDeferred
 }
