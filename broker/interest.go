@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"slices"
 	"sort"
 )
 
@@ -18,18 +17,6 @@ type SubscribeHook interface {
 
 // SetSubscribeHook sets the hook (nil: none). Call it before serving.
 func (s *Server) SetSubscribeHook(h SubscribeHook) { s.subHook = h }
-
-// SharedGroups returns the shared subscriptions of this node's sessions
-// ($share/{group}/{filter}, as subscribed) with a group matching topic.
-func (s *Server) SharedGroups(tp string) []string {
-	var out []string
-	for _, e := range s.subs.Match(tp, nil, nil) {
-		if e.Group != "" && !slices.Contains(out, e.Filter) {
-			out = append(out, e.Filter)
-		}
-	}
-	return out
-}
 
 // Filters returns the distinct topic filters of every session, connected
 // or not, in-process clients included, sorted; shared subscriptions as

@@ -10,7 +10,6 @@ type nopBroker struct{}
 
 func (nopBroker) DeliverBatch([]*broker.Message, func(error)) bool { return false }
 func (nopBroker) Filters() []string                                { return nil }
-func (nopBroker) SharedGroups(string) []string                     { return nil }
 func (nopBroker) StoreRetainedBatch([]*broker.Message, func(error)) bool {
 	return false
 }

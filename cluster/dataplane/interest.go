@@ -39,6 +39,21 @@ const ackWait = 2 * time.Second
 type localInterest struct {
 	mu        sync.Mutex // guards announced; held while links come up, so a link gets the snapshot or the addition, in order
 	announced map[string]struct{}
+	// shared holds the announced shared subscriptions, for sharedFor to
+	// see whether a group has a member here without touching the broker's
+	// tree (matching a group there moves its round robin on).
+	shared atomic.Pointer[topic.Tree[string]]
+}
+
+// sharedChangedLocked rebuilds li.shared from announced.
+func (li *localInterest) sharedChangedLocked() {
+	t := &topic.Tree[string]{}
+	for f := range li.announced {
+		if _, _, sh, err := topic.ParseShared(f); err == nil && sh {
+			t.Subscribe(topic.Entry[string]{Client: f, Filter: f})
+		}
+	}
+	li.shared.Store(t)
 }
 
 // remoteInterest is what one peer announced.
@@ -82,6 +97,7 @@ func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
 		li.mu.Unlock()
 		return false
 	}
+	li.sharedChangedLocked()
 	p.mu.RLock()
 	var ups []*peerStream
 	for _, l := range p.links {
@@ -131,6 +147,7 @@ func (p *Plane) linkUp(ps *peerStream) {
 			li.announced[f] = struct{}{}
 		}
 	}
+	li.sharedChangedLocked()
 	p.out.setUp(ps, true)
 	p.out.addControl(ps, interestMessage(wire.InterestSnapshot, li.snapshotLocked()), nil)
 	li.mu.Unlock()
@@ -158,6 +175,7 @@ func (p *Plane) announce() {
 		}
 	}
 	li.announced = now
+	li.sharedChangedLocked()
 	msg := interestMessage(wire.InterestSnapshot, li.snapshotLocked())
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -241,7 +259,12 @@ func (p *Plane) sharedFor(tp string) map[string][]string {
 	if candidates == nil {
 		return nil
 	}
-	local := p.opts.Broker.SharedGroups(tp)
+	var local []string
+	if t := p.local.shared.Load(); t != nil {
+		for _, e := range t.Match(tp, nil, nil) {
+			local = append(local, e.Filter)
+		}
+	}
 	var out map[string][]string
 	turn := p.sharedTurn.Add(1)
 	for g, peers := range candidates {

@@ -36,9 +36,6 @@ type Deliverer interface {
 	// Filters returns the filters of every local session (the interest
 	// this node announces).
 	Filters() []string
-	// SharedGroups returns the local shared subscriptions whose group
-	// matches a topic.
-	SharedGroups(topic string) []string
 	// StoreRetainedBatch stores retained messages without delivering
 	// them, as DeliverBatch reports and calls done.
 	StoreRetainedBatch(ms []*broker.Message, done func(error)) bool
