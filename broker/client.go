@@ -114,6 +114,10 @@ func (c *Client) Subscribe(filter string, qos byte) error {
 	if rc.IsError() {
 		return rc
 	}
+	if h := c.srv.subHook; h != nil {
+		// Announced at once; nothing to hold back here (no SUBACK).
+		h.SubscriptionsAdded([]string{filter}, func() {})
+	}
 	if want {
 		c.srv.sendRetained(c.sess, retainedRequest{filter: filter, qos: qos})
 	}

@@ -25,6 +25,10 @@ const (
 	// maxFrameRecords is the bytes of records one frame carries at most;
 	// the peer's Maximum Packet Size lowers it.
 	maxFrameRecords = 256 << 10
+	// maxRecordBytes is the largest message that crosses to other nodes:
+	// one record alone in a frame, under a peer's Maximum Packet Size of
+	// at least maxFrameRecords.
+	maxRecordBytes = maxFrameRecords - 1024
 	// maxInflightFrames bounds reliable frames waiting for confirmation;
 	// the peer's Receive Maximum lowers it.
 	maxInflightFrames = 32

@@ -322,6 +322,11 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 	ps.be = ps.be[i:]
 	for ps.sent < min(o.head(), o.durable) {
 		e := o.entries[ps.sent-o.base]
+		if len(e.msg) > maxBytes {
+			ps.sent = e.seq // over this peer's Maximum Packet Size: it would refuse the frame forever
+			ps.dropped++
+			continue
+		}
 		if (e.only != "" && e.only != ps.name) || (!e.retain && !want(e.topic)) {
 			ps.sent = e.seq // not for this peer
 			continue

@@ -89,7 +89,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 		}
 	}
 	// a confirms a frame with the first record only.
-	pid, _ := o.take(a, 1, func(string) bool { return true }, func(uint64, []byte, []string) int { return 2 }, nextPID)
+	pid, _ := o.take(a, 10, func(string) bool { return true }, func(uint64, []byte, []string) int { return 2 }, nextPID)
 	o.confirm("a", a, pid)
 	_ = b
 	st.close()

@@ -102,6 +102,7 @@ type Plane struct {
 	remotes map[string]*remoteInterest
 	// sharedPeers counts the peers that announced shared subscriptions;
 	// sharedTurn picks the next of several peers serving one group.
+	tooLarge    atomic.Uint64 // messages too large to forward, kept local
 	sharedPeers atomic.Int32
 	sharedTurn  atomic.Uint64
 	wg          sync.WaitGroup // runAnnounce
@@ -253,6 +254,13 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 		return nil // no peer yet: a one-node cluster
 	}
 	enc := wire.AppendRetained(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m, version, false)
+	if len(enc) > maxRecordBytes {
+		// It would never fit a frame: sent, it would stop the stream to
+		// the peer behind it for good.
+		p.tooLarge.Add(1)
+		p.warn("too-large", "a message too large for the links between nodes stays on this node", fmt.Errorf("topic %q, %d bytes, limit %d", m.Topic, len(enc), maxRecordBytes))
+		return nil
+	}
 	groups := p.sharedFor(m.Topic)
 	if !reliable {
 		p.out.addBestEffort(enc, m.Topic, groups, p.wants)
@@ -310,7 +318,10 @@ type PeerStatus struct {
 // Status is the data plane's part of GET /cluster.
 type Status struct {
 	// Interest is the number of filters this node announces.
-	Interest int          `json:"interest"`
+	Interest int `json:"interest"`
+	// TooLarge counts messages too large for the links (over
+	// maxRecordBytes encoded), delivered on this node only.
+	TooLarge uint64       `json:"tooLargeKept"`
 	Peers    []PeerStatus `json:"peers"`
 	Received ReceiveStats `json:"received"`
 }
@@ -335,6 +346,7 @@ func (p *Plane) Status() Status {
 	p.mu.RUnlock()
 	sort.Slice(st.Peers, func(i, j int) bool { return st.Peers[i].Name < st.Peers[j].Name })
 	st.Received = p.recv.stats()
+	st.TooLarge = p.tooLarge.Load()
 	p.local.mu.Lock()
 	st.Interest = len(p.local.announced)
 	p.local.mu.Unlock()
