@@ -64,9 +64,13 @@ func TestSeedQuickStart(t *testing.T) {
 		password = strings.TrimSpace(string(data))
 		return nil
 	})
-	if !strings.Contains(log.String(), "no administrator in the user store") {
-		t.Errorf("the node's log does not say why it created root:\n%s", log.String())
-	}
+	// The log line follows the file's write: wait for it too.
+	eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(log.String(), "no administrator in the user store") {
+			return errors.New("the node's log does not say why it created root")
+		}
+		return nil
+	})
 	mqtt := func(tool string, args ...string) *exec.Cmd {
 		return exec.Command(tool, append([]string{"-h", ip, "-u", "root", "-P", password, "-V", "mqttv5"}, args...)...)
 	}
