@@ -57,16 +57,7 @@ func (s *Server) StoreRetainedBatch(ms []*Message, done func(error)) bool {
 			persisted = true
 		}
 	}
-	if !persisted {
-		return false
-	}
-	s.persistOps(func(err error) { // a barrier: done once all before it is durable
-		if err == nil {
-			err = t.failure()
-		}
-		done(err)
-	})
-	return true
+	return persisted && s.afterStored([]*storeTicket{t}, done)
 }
 
 // RangeRetained calls fn with every retained message whose topic does not

@@ -93,9 +93,13 @@ func (s *Server) DeliverBatch(ms []*Message, done func(error)) bool {
 			}
 		}
 	}
-	if !persisted {
-		return false
-	}
+	return persisted && s.afterStored(tickets, done)
+}
+
+// afterStored calls done, from the store's goroutine, once everything
+// handed to the persister so far is durable, with the first failure of
+// tickets. It returns true (done will be called).
+func (s *Server) afterStored(tickets []*storeTicket, done func(error)) bool {
 	s.persistOps(func(err error) { // a barrier: done once all before it is durable
 		for _, t := range tickets {
 			if err == nil {

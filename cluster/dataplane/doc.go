@@ -127,6 +127,8 @@
 // Stop; the store runs one. Plane.mu guards the set of links; outbox.mu
 // guards the outbox and every peer's stream; senderState.mu orders the
 // frames of one sender; store.mu guards the writes waiting for the
-// store's goroutine. No lock is held across network I/O or a bbolt
-// transaction; lock order: Plane.mu, outbox.mu, store.mu.
+// store's goroutine; Plane.rmu guards the peers' announced interest,
+// read for every message (also under outbox.mu, from addBestEffort). No
+// lock is held across network I/O or a bbolt transaction; lock order:
+// localInterest.mu, Plane.mu, outbox.mu, Plane.rmu, store.mu.
 package dataplane

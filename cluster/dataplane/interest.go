@@ -216,9 +216,9 @@ func (p *Plane) remote(peer string) *remoteInterest {
 // wants reports whether peer is to get a message on topic: yes while its
 // interest is not fresh, else when one of its filters matches.
 func (p *Plane) wants(peer, tp string) bool {
-	p.rmu.Lock()
+	p.rmu.RLock()
 	ri := p.remotes[peer]
-	p.rmu.Unlock()
+	p.rmu.RUnlock()
 	if ri == nil || !ri.fresh.Load() {
 		return true
 	}
@@ -235,7 +235,7 @@ func (p *Plane) sharedFor(tp string) map[string][]string {
 	if p.sharedPeers.Load() == 0 {
 		return nil
 	}
-	p.rmu.Lock()
+	p.rmu.RLock()
 	names := make([]string, 0, len(p.remotes))
 	ris := make([]*remoteInterest, 0, len(p.remotes))
 	for name, ri := range p.remotes {
@@ -243,7 +243,7 @@ func (p *Plane) sharedFor(tp string) map[string][]string {
 			names, ris = append(names, name), append(ris, ri)
 		}
 	}
-	p.rmu.Unlock()
+	p.rmu.RUnlock()
 	var candidates map[string][]string // shared subscription → peers with members
 	for i, ri := range ris {
 		for _, e := range ri.tree.Load().Match(tp, nil, nil) {

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // entry is one record for the peers: a message encoded once
@@ -77,6 +78,9 @@ type outbox struct {
 	// before a restart, or removed from the membership): their records
 	// stay until they return or max pushes them out.
 	absent map[string]uint64
+	// known is len(peers)+len(absent), for the publish hook to skip a
+	// one-node cluster without taking mu.
+	known atomic.Int32
 }
 
 // maxBestEffortBytes bounds the QoS 0 records waiting for one slow link.
@@ -89,6 +93,7 @@ func newOutbox(max int, st *store) *outbox {
 		o.absent = st.cursors()
 	}
 	o.durable = o.head()
+	o.countLocked()
 	return o
 }
 
@@ -123,6 +128,7 @@ func (o *outbox) addPeer(name string) (ps *peerStream, catchUp bool) {
 	}
 	ps.sent, ps.saved = ps.cursor, ps.cursor
 	o.peers[name] = ps
+	o.countLocked()
 	return ps, catchUp
 }
 
@@ -133,16 +139,16 @@ func (o *outbox) removePeer(name string) {
 	if ps := o.peers[name]; ps != nil {
 		o.absent[name] = ps.cursor
 		delete(o.peers, name)
+		o.countLocked()
 	}
 	o.mu.Unlock()
 }
 
 // wanted reports whether any peer, with a link or absent, takes records.
-func (o *outbox) wanted() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.peers)+len(o.absent) > 0
-}
+func (o *outbox) wanted() bool { return o.known.Load() > 0 }
+
+// countLocked refreshes known after peers or absent changed.
+func (o *outbox) countLocked() { o.known.Store(int32(len(o.peers) + len(o.absent))) }
 
 func signal(ps *peerStream) {
 	select {
@@ -179,16 +185,7 @@ func (o *outbox) addBestEffort(msg []byte, topic string, groups map[string][]str
 // returns true; without one it returns false and never calls done.
 func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[string][]string, done func(error)) bool {
 	o.mu.Lock()
-	seq := o.head() + 1
-	o.entries = append(o.entries, entry{seq: seq, msg: msg, topic: topic, retain: retain, groups: groups})
-	if len(o.entries) > o.max {
-		o.dropOldestLocked()
-	}
-	if o.store != nil {
-		o.store.put(seq, msg, o.afterWrite(seq, done)) // queued for the store's next group commit
-	} else {
-		o.durable = seq
-	}
+	o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups}, done)
 	for _, ps := range o.peers {
 		signal(ps)
 	}
@@ -200,20 +197,26 @@ func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[s
 // waits for it.
 func (o *outbox) addReliableFor(peer string, msg []byte, topic string) {
 	o.mu.Lock()
-	seq := o.head() + 1
-	o.entries = append(o.entries, entry{seq: seq, msg: msg, topic: topic, retain: true, only: peer})
-	if len(o.entries) > o.max {
-		o.dropOldestLocked()
-	}
-	if o.store != nil {
-		o.store.put(seq, msg, o.afterWrite(seq, nil))
-	} else {
-		o.durable = seq
-	}
+	o.appendLocked(entry{msg: msg, topic: topic, retain: true, only: peer}, nil)
 	if ps := o.peers[peer]; ps != nil {
 		signal(ps)
 	}
 	o.mu.Unlock()
+}
+
+// appendLocked numbers e, appends it (dropping the oldest beyond max) and
+// hands it to the store; done, when set, runs once it is on disk.
+func (o *outbox) appendLocked(e entry, done func(error)) {
+	e.seq = o.head() + 1
+	o.entries = append(o.entries, e)
+	if len(o.entries) > o.max {
+		o.dropOldestLocked()
+	}
+	if o.store != nil {
+		o.store.put(e.seq, e.msg, o.afterWrite(e.seq, done)) // queued for the store's next group commit
+	} else {
+		o.durable = e.seq
+	}
 }
 
 // afterWrite returns the store's callback for record seq: on success the

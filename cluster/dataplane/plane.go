@@ -98,7 +98,7 @@ type Plane struct {
 	retained *retainedVersions
 
 	local   localInterest
-	rmu     sync.Mutex // guards remotes
+	rmu     sync.RWMutex // guards remotes; read for every message
 	remotes map[string]*remoteInterest
 	// sharedPeers counts the peers that announced shared subscriptions;
 	// sharedTurn picks the next of several peers serving one group.
