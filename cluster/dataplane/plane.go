@@ -167,8 +167,10 @@ func (p *Plane) Stop() {
 }
 
 // SetPeers makes the links match peers (name → MQTT address, host:port):
-// new peers get a link, removed ones lose theirs with what was queued for
-// them, moved ones reconnect at the new address.
+// new peers get a link (and, when new to this node, its retained
+// messages), removed ones lose their link but keep their cursor and
+// records (they resume if they come back, until the bound pushes them
+// out), moved ones reconnect at the new address.
 func (p *Plane) SetPeers(peers map[string]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
