@@ -62,6 +62,9 @@ type Node struct {
 	ready     atomic.Bool   // every listener bound and the stores open
 	live      *liveness     // broker round-trip probe (wire_systemd.go); set by Start
 	wg        sync.WaitGroup
+
+	shutdownOnce sync.Once // Shutdown runs once; later calls return its result
+	shutdownErr  error     // written inside shutdownOnce
 }
 
 // New builds a node from a validated configuration. It opens the user
@@ -304,8 +307,15 @@ func (n *Node) Addr(name string) net.Addr {
 }
 
 // Shutdown stops the HTTP servers and the broker (MQTT 5 clients receive
-// DISCONNECT 0x8B), bounded by ctx.
+// DISCONNECT 0x8B), bounded by ctx. It may be called more than once
+// (a signal handler and a deferred call): later calls wait for the first
+// and return its result.
 func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutdownOnce.Do(func() { n.shutdownErr = n.shutdown(ctx) })
+	return n.shutdownErr
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
 	n.mu.Lock()
 	https := n.https
 	n.mu.Unlock()
