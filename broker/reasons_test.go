@@ -46,7 +46,6 @@ func TestDisconnectReasonCodes(t *testing.T) {
 // error: a PUBCOMP or PUBREC answering QoS 1, a PUBACK answering QoS 2, a
 // PUBCOMP before the PUBREL.
 func TestWrongAcknowledgementType(t *testing.T) {
-	t.Skip("strictAcks is off: see broker/session.go")
 	t.Parallel()
 	s := startServer(t, broker.Options{})
 	for _, tc := range []struct {

@@ -253,13 +253,6 @@ func (s *session) complete(pid uint16) (sendMore bool) {
 	return sendMore
 }
 
-// strictAcks makes an acknowledgement of the wrong type for a delivery a
-// protocol error. Off: with it on, the cluster's rolling-restart test
-// (appliance TestDataPlaneRollingRestart) lost messages, so some path
-// there acknowledges with another type than the delivery's QoS recorded;
-// until that is understood the broker completes the flow as before.
-const strictAcks = false
-
 // completeAck is complete for an acknowledgement from the client: ack is
 // PUBACK, PUBCOMP or a PUBREC with an error code (0: any). A PUBACK
 // answers only a QoS 1 delivery, a PUBREC only a QoS 2 one and a PUBCOMP
@@ -268,7 +261,7 @@ const strictAcks = false
 func (s *session) completeAck(pid uint16, ack packet.Type) (sendMore bool, err error) {
 	s.mu.Lock()
 	f, ok := s.inflight[pid]
-	if ok && strictAcks && (ack == packet.PUBACK && f.qos != 1 || ack == packet.PUBREC && f.qos != 2 ||
+	if ok && (ack == packet.PUBACK && f.qos != 1 || ack == packet.PUBREC && f.qos != 2 ||
 		ack == packet.PUBCOMP && (f.qos != 2 || !f.released)) {
 		s.mu.Unlock()
 		return false, packet.ProtocolError
@@ -289,7 +282,7 @@ func (s *session) release(pid uint16) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, ok := s.inflight[pid]
-	if ok && strictAcks && f.qos != 2 {
+	if ok && f.qos != 2 {
 		return false, packet.ProtocolError
 	}
 	if ok && !f.released {
