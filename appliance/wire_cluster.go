@@ -15,6 +15,7 @@ import (
 	"gantry/cluster/dataplane"
 	"gantry/cluster/discovery"
 	"gantry/cluster/signing"
+	"gantry/drivers/engine"
 )
 
 // clusterOptions maps the Cluster section onto cluster.Options.
@@ -182,8 +183,9 @@ func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
 	enc.SetIndent("", "  ")
 	view := struct {
 		cluster.Status
-		DataPlane *dataplane.Status `json:"dataPlane,omitempty"`
-	}{Status: n.clusterStatus()}
+		DataPlane      *dataplane.Status `json:"dataPlane,omitempty"`
+		RouteListeners []engine.Listener `json:"routeListeners"` // wire_drivers.go
+	}{Status: n.clusterStatus(), RouteListeners: n.routeListeners()}
 	if n.dataPlane != nil {
 		st := n.dataPlane.Status()
 		view.DataPlane = &st

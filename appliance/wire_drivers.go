@@ -110,3 +110,13 @@ func (c connectorCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// routeListeners is GET /cluster's routeListeners: every server
+// connector's listener on this node with its state (the seed's "Server
+// connectors"); empty, not null, when there is none.
+func (n *Node) routeListeners() []engine.Listener {
+	if n.drivers == nil {
+		return []engine.Listener{}
+	}
+	return n.drivers.Listeners()
+}
