@@ -149,6 +149,14 @@ func TestMessageExpiry(t *testing.T) {
 	c := connectV5(t, s.addr, cp)
 	c.sub(t, "mx/#", 1)
 	c.close()
+	// Offline before the publishes: a message sent to a connection that is
+	// still closing is in flight, and goes again on reconnect expired or not.
+	eventually(t, waitTimeout, func() error {
+		if n := s.Stats().Connections.Load(); n != 0 {
+			return fmt.Errorf("%d connections still open", n)
+		}
+		return nil
+	})
 	pub := connectV5(t, s.addr, &paho.Connect{ClientID: "mx-pub", CleanStart: true, KeepAlive: 30})
 	pub.pub(t, &paho.Publish{Topic: "mx/short", QoS: 1, Payload: []byte("s"),
 		Properties: &paho.PublishProperties{MessageExpiry: u32(1)}})
