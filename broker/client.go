@@ -132,7 +132,10 @@ func (c *Client) Unsubscribe(filter string) error {
 	return nil
 }
 
-// Publish routes a message through the publish pipeline.
+// Publish routes a message through the publish pipeline and returns when
+// a network publisher would have its acknowledgement (see
+// Server.PublishMessage): for QoS 1/2 once what routing stored is
+// durable, and after a pause while a subscriber's queue is full.
 func (c *Client) Publish(tp string, payload []byte, qos byte, retain bool) error {
 	if qos > 2 {
 		return packet.QoSNotSupported

@@ -50,6 +50,15 @@
 // acknowledgements and routing happen in arrival order when the head of
 // the connection's pending queue completes (conn.drainAcksLocked).
 //
+// An in-process publish (Server.PublishMessage: LoT, connectors, wills,
+// the console) passes the same hooks and routing, and then waits where a
+// network publisher's acknowledgement waits: for QoS 1/2, for the store
+// barrier behind the writes its routing caused (a failed write is
+// returned as 0x80, as a PUBACK would carry it), and for a congested
+// subscriber (Server.awaitRoom, shared with the network reader). It
+// blocks its caller's goroutine meanwhile: an in-process publisher needs
+// no pending queue, since its next publish starts after this one ended.
+//
 // # Access on the hot path
 //
 // A subscription the Authorizer grants whole costs routing nothing but

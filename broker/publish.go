@@ -164,14 +164,7 @@ func (c *conn) awaitRoom() {
 	// The reader waits without reading: what it routed and acknowledged
 	// leaves now.
 	c.sendDeferred()
-	c.srv.stats.PublisherPauses.Add(1)
-	t := time.NewTimer(c.srv.opts.StuckTimeout)
-	defer t.Stop()
-	select {
-	case <-wait:
-	case <-c.stopped:
-	case <-t.C:
-	}
+	c.srv.awaitRoom(wait, c.stopped)
 }
 
 // resolveTopic applies an inbound topic alias and validates the topic.

@@ -3,6 +3,7 @@ package broker
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"gantry/broker/topic"
 )
@@ -42,30 +43,86 @@ func onlineOrInproc(s *session) bool {
 	return ok
 }
 
-// PublishMessage routes m as if a client had published it, after the
-// publish hooks; QoS 1/2 messages deferred by a hook are routed when the
-// hook resolves. It returns the hooks' refusal, if any.
+// PublishMessage routes m as if a client had published it, through the
+// same pipeline as a network publish: the publish hooks (a QoS 1/2
+// message a hook defers waits for its decision), routing on the caller's
+// goroutine, and what a network publisher's acknowledgement waits for.
+// For QoS 1/2 it returns once every write routing caused (offline queues
+// of persistent sessions, the retained store) is durable, and reports a
+// failed write as 0x80 (unspecified error), as the publisher's PUBACK
+// would; and when a connected subscriber's queue is full it returns only
+// once that session has drained, gone offline or StuckTimeout passed
+// (backpressure instead of loss). It returns the hooks' refusal, if any.
+// LoT, the device connectors and wills publish this way.
 func (s *Server) PublishMessage(m *Message) error {
+	if err := s.runPublishHooks(m); err != nil {
+		s.stats.RefusedPublishes.Add(1)
+		return err
+	}
+	stored, t, wait := s.route(m)
+	var err error
+	if stored && m.QoS > 0 {
+		err = s.awaitStored(t, m)
+	}
+	s.awaitRoom(wait, nil)
+	return err
+}
+
+// runPublishHooks runs the publish hooks for an in-process publish,
+// waiting for a hook that defers a QoS 1/2 message.
+func (s *Server) runPublishHooks(m *Message) error {
 	if len(s.hooks) == 0 {
-		s.route(m)
 		return nil
 	}
 	if m.QoS == 0 {
-		if err := s.runHooks(m, 0, nil); err != nil {
-			return err
-		}
-		s.route(m)
-		return nil
+		return s.runHooks(m, 0, nil)
 	}
 	w := &internalResolver{srv: s, msg: m, done: make(chan error, 1)}
 	err := s.runHooksInternal(w, 0)
 	if err == ErrDeferred {
 		return <-w.done
 	}
-	if err == nil {
-		s.route(m)
-	}
 	return err
+}
+
+// awaitStored waits for a barrier behind the writes of t, the store
+// ticket of m's routing, and returns errStoreFailed when one failed.
+func (s *Server) awaitStored(t *storeTicket, m *Message) error {
+	ch := make(chan error, 1)
+	var tickets []*storeTicket
+	if t != nil {
+		tickets = []*storeTicket{t}
+	}
+	s.afterStored(tickets, func(err error) { ch <- err })
+	if err := <-ch; err != nil {
+		s.stats.StoreFailures.Add(1)
+		s.stats.RefusedPublishes.Add(1)
+		s.opts.Logger.Error("store write failed: publish refused", "component", "broker", "client", m.ClientID,
+			"origin", m.Origin.String(), "topic", m.Topic, "err", err)
+		return errStoreFailed
+	}
+	return nil
+}
+
+// awaitRoom pauses a publisher while a session it published to is
+// congested (wait, from route, not nil): until the session has drained,
+// gone offline or ended, until stop closes or the server stops, or for
+// StuckTimeout at most (by then a subscriber that accepts nothing has been
+// disconnected). A network reader and an in-process publisher both wait
+// here.
+func (s *Server) awaitRoom(wait, stop <-chan struct{}) {
+	if wait == nil {
+		return
+	}
+	s.stats.PublisherPauses.Add(1)
+	t := time.NewTimer(s.opts.StuckTimeout)
+	defer t.Stop()
+	select {
+	case <-wait:
+	case <-stop:
+	case <-s.ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Deliver routes a message from a peer node to local subscribers only:
@@ -281,11 +338,8 @@ func (w *internalResolver) Resolve(err error) {
 		if err == ErrDeferred {
 			return
 		}
-		if err == nil {
-			w.srv.route(w.msg)
-		}
 	}
-	w.done <- err
+	w.done <- err // the publisher routes it (see PublishMessage)
 }
 
 func (s *Server) runHooksInternal(w *internalResolver, i int) error {
