@@ -35,6 +35,7 @@ type connector struct {
 	log      *slog.Logger
 	counters Counters
 	st       status
+	values   tagValues // latest reading per tag (values.go)
 	pub      *broker.Client // publishes values and status; receives writes
 	clientID string
 
@@ -408,6 +409,7 @@ func (c *connector) publishResult(ms *mapState, i int, r drivers.Result, now int
 		return false
 	}
 	c.counters.Reads.Add(1)
+	c.values.note(t, r.Value)
 	changed := c.setTagError(t.Name, "")
 	if ms.sent[i] && !pastDeadband(t, ms.last[i], r.Value) {
 		return changed

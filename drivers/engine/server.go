@@ -59,6 +59,7 @@ func (r *serverRunner) onMessage(c *connector, m *broker.Message) {
 		}
 		c.setTagError(t.Name, "")
 		c.counters.Reads.Add(1)
+		c.values.note(t, v)
 		r.srv.Set(t, v)
 	}
 }
