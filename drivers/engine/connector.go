@@ -35,7 +35,7 @@ type connector struct {
 	log      *slog.Logger
 	counters Counters
 	st       status
-	values   tagValues // latest reading per tag (values.go)
+	values   tagValues      // latest reading per tag (values.go)
 	pub      *broker.Client // publishes values and status; receives writes
 	clientID string
 
