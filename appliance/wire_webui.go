@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +23,7 @@ import (
 	"gantry/broker"
 	"gantry/broker/auth"
 	"gantry/cluster/discovery"
+	"gantry/drivers/engine"
 	"gantry/lot/command"
 	"gantry/webui"
 )
@@ -46,10 +48,13 @@ func (n *Node) consoleHandler() http.Handler {
 			}
 			return m.Payload, true
 		},
-		Setup:   &consoleSetup{n: n},
-		DataDir: n.cfg.DataDir,
-		Done:    n.stop,
-		Logger:  n.log,
+		Sessions:    n.Broker,
+		Connectors:  n.consoleConnectors,
+		ClusterJSON: n.clusterJSON,
+		Setup:       &consoleSetup{n: n},
+		DataDir:     n.cfg.DataDir,
+		Done:        n.stop,
+		Logger:      n.log,
 	})
 	if err != nil {
 		n.log.Error("web console off", "component", "webui", "err", err)
@@ -57,6 +62,59 @@ func (n *Node) consoleHandler() http.Handler {
 	}
 	return c.Handler()
 }
+
+// consoleConnectors is the console's connectors page: every deployed
+// connector's status with its tags' latest readings on this node.
+func (n *Node) consoleConnectors() []webui.ConnectorView {
+	if n.drivers == nil {
+		return nil
+	}
+	info := map[string]engine.Info{}
+	for _, i := range n.drivers.Connectors() {
+		info[i.Name] = i
+	}
+	var out []webui.ConnectorView
+	for _, s := range n.drivers.Snapshots() {
+		cv := webui.ConnectorView{Name: s.Name, Type: s.Type, Device: s.Device, Connection: s.Connection, Health: s.Health,
+			Since: s.Since, LastError: s.LastError, ClusterNode: info[s.Name].ClusterNode, Running: info[s.Name].Running,
+			Polls: s.Polls, Reads: s.Reads, ReadErrors: s.ReadErrors, Published: s.Published, Writes: s.Writes,
+			WriteErrors: s.WriteErrors, Connects: s.Connects, Failures: s.Failures}
+		if s.LastErrorAt != nil {
+			cv.LastErrorAt = *s.LastErrorAt
+		}
+		tags, _ := n.drivers.TagValues(s.Name)
+		for _, t := range tags {
+			cv.Tags = append(cv.Tags, webui.TagView{Name: t.Tag, Topic: t.Topic, Type: t.Type, Unit: t.Unit, Writable: t.Writable,
+				WriteTopic: t.WriteTopic, Value: t.Value, At: t.At, Error: t.Error})
+		}
+		out = append(out, cv)
+	}
+	return out
+}
+
+// clusterJSON is the body GET /cluster serves, for the console's health
+// page (which lists the fields it has no tile of its own for).
+func (n *Node) clusterJSON() []byte {
+	var w bufferedResponse
+	r, _ := http.NewRequest(http.MethodGet, "/cluster", nil)
+	n.serveCluster(&w, r)
+	return w.body.Bytes()
+}
+
+// bufferedResponse keeps what a handler writes.
+type bufferedResponse struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header {
+	if b.header == nil {
+		b.header = http.Header{}
+	}
+	return b.header
+}
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedResponse) WriteHeader(int)             {}
 
 func (n *Node) consoleStats() webui.NodeStats {
 	st := n.Broker.Stats()

@@ -69,6 +69,15 @@ type Options struct {
 	// Retained returns a retained message's payload (the deployed LoT
 	// sources and runtime errors under $SYS/Coreflux/).
 	Retained func(topic string) ([]byte, bool)
+	// Sessions lists and disconnects this node's MQTT sessions (the
+	// clients page); nil: the page says it has none.
+	Sessions Sessions
+	// Connectors lists this node's connectors with their tags' latest
+	// readings (the connectors page).
+	Connectors func() []ConnectorView
+	// ClusterJSON is the body GET /cluster serves: the health page lists
+	// the fields that Status does not hold (the data plane's, replication).
+	ClusterJSON func() []byte
 	// Setup runs the first-boot wizard; nil: no wizard.
 	Setup Setup
 	// DataDir keeps the editor's drafts and the wizard's progress; ""
@@ -151,6 +160,11 @@ func (c *Console) routes() {
 	m.HandleFunc("GET "+prefix+"users/remove", c.page(c.serveRemoveUser))
 	m.HandleFunc("POST "+prefix+"users/remove", c.post(true, c.postRemoveUser))
 	m.HandleFunc("POST "+prefix+"users/password", c.post(false, c.postPassword))
+	m.HandleFunc("GET "+prefix+"clients", c.page(c.serveClients))
+	m.HandleFunc("GET "+prefix+"clients/rows", c.serveClientRows)
+	m.HandleFunc("POST "+prefix+"clients/disconnect", c.post(true, c.postDisconnect))
+	m.HandleFunc("GET "+prefix+"connectors", c.page(c.serveConnectors))
+	m.HandleFunc("GET "+prefix+"connectors/live", c.serveConnectorsLive)
 	m.HandleFunc("GET "+prefix+"setup", c.serveSetup)
 	m.HandleFunc("POST "+prefix+"setup", c.postSetup)
 	c.mux = m

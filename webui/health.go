@@ -23,11 +23,16 @@ type healthView struct {
 	InRate  float64
 	OutRate float64
 	Cluster cluster.Status
+	Extras  []extraSection // the rest of GET /cluster (cluster_extra.go)
 	At      time.Time
 }
 
 func (c *Console) healthNow() healthView {
-	return healthView{Node: c.o.Stats(), Cluster: c.o.Status(), At: time.Now()}
+	h := healthView{Node: c.o.Stats(), Cluster: c.o.Status(), At: time.Now()}
+	if c.o.ClusterJSON != nil {
+		h.Extras = clusterExtras(c.o.ClusterJSON())
+	}
+	return h
 }
 
 func (c *Console) serveHealth(w http.ResponseWriter, r *http.Request, rq *req) {

@@ -28,6 +28,8 @@ type navItem struct {
 var nav = []navItem{
 	{"health", "Health", prefix + "health"},
 	{"lot", "LoT", prefix + "lot"},
+	{"connectors", "Connectors", prefix + "connectors"},
+	{"clients", "Clients", prefix + "clients"},
 	{"users", "Users", prefix + "users"},
 }
 
