@@ -8,17 +8,17 @@ import (
 // ConnectorView is one connector deployed on this node, with its tags'
 // latest readings (the appliance fills it from the drivers' engine).
 type ConnectorView struct {
-	Name, Type  string
-	Device      string // what it connects to or listens on
-	Connection  string // Connected, Reconnecting, Listening, Stopped, Invalid...
-	Health      string // Green, Yellow, Red
-	Since       time.Time
-	LastError   string
-	LastErrorAt time.Time
-	ClusterNode string // CLUSTER_NODE it is pinned to; "" for any
-	Running     bool   // its goroutine runs on this node
+	Name, Type                                                                   string
+	Device                                                                       string // what it connects to or listens on
+	Connection                                                                   string // Connected, Reconnecting, Listening, Stopped, Invalid...
+	Health                                                                       string // Green, Yellow, Red
+	Since                                                                        time.Time
+	LastError                                                                    string
+	LastErrorAt                                                                  time.Time
+	ClusterNode                                                                  string // CLUSTER_NODE it is pinned to; "" for any
+	Running                                                                      bool   // its goroutine runs on this node
 	Polls, Reads, ReadErrors, Published, Writes, WriteErrors, Connects, Failures uint64
-	Tags        []TagView
+	Tags                                                                         []TagView
 }
 
 // TagView is one tag's latest reading on this node.
