@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +72,6 @@ func waitReady(t *testing.T, vm *VM, slot, version string, timeout time.Duration
 	t.Logf("slot %s, version %s ready %.1f s after qemu started", slot, version, time.Since(start).Seconds())
 }
 
-// TestImage boots the amd64 appliance image under OVMF and walks through
-// its life: the factory boot to a working broker and console, a good
-// update from an update stick that is tried and blessed, the watchdog
-// restarting a frozen broker, and a broken update that fails its three
-// tries and rolls back by itself.
 // imageDisk is a decompressed image ready to boot, with its data
 // partition provisioned.
 type imageDisk struct {
@@ -84,7 +81,13 @@ type imageDisk struct {
 	pw    string // password of MQTT user "boot"
 	fw    []string
 	dir   string
+	slow  time.Duration // 1 for amd64; the arm arches emulate slower
 }
+
+// grownBy is how much larger than the image the test's disk is: the
+// medium a gateway is flashed onto is usually larger than the image, and
+// the data partition must grow into the rest on first boot.
+const grownBy = 512 << 20
 
 // prepareImage checks the artefact's checksum, decompresses it and writes
 // a data partition holding the MQTT user "boot", as a factory line would
@@ -96,8 +99,16 @@ func prepareImage(t *testing.T, e imageEnv, a Arch, image string) *imageDisk {
 		t.Fatal(err)
 	}
 	d := &imageDisk{arch: a, disk: filepath.Join(dir, "disk.img"), pw: password(), dir: dir,
-		fw: []string{a.FirmwareCode, filepath.Join(dir, "vars.fd")}}
+		fw: []string{a.FirmwareCode, filepath.Join(dir, "vars.fd")}, slow: 1}
+	if a.Name != "amd64" {
+		d.slow = 2
+	}
 	if _, err := Run("zstd", "-q", "-d", "--long=30", image, "-o", d.disk); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(d.disk); err != nil {
+		t.Fatal(err)
+	} else if err := os.Truncate(d.disk, st.Size()+grownBy); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -126,12 +137,105 @@ func (d *imageDisk) boot(t *testing.T, name, media string) *VM {
 	return vm
 }
 
+// identityLine is what gantry-identity prints on every boot.
+var identityLine = regexp.MustCompile(`gantry-identity: hostname (\S+), machine id ([0-9a-f]{32}), root (\w+), GANTRY_SLOT=([ab])`)
+
+// identities returns what gantry-identity said on each boot of vm so
+// far: hostname, machine id, root mount mode, slot.
+func identities(vm *VM) [][]string {
+	var ids [][]string
+	for _, m := range identityLine.FindAllStringSubmatch(vm.Console(), -1) {
+		ids = append(ids, m[1:])
+	}
+	return ids
+}
+
+// checkIdentity waits for gantry-identity's line of the nth boot of vm
+// (0-based) and checks that it booted slot from a read-only root with the
+// machine id want (any when empty). It returns the machine id.
+func checkIdentity(t *testing.T, vm *VM, nth int, slot, want string, timeout time.Duration) string {
+	t.Helper()
+	var id []string
+	if err := Eventually(timeout, func() error {
+		ids := identities(vm)
+		if len(ids) <= nth {
+			return fmt.Errorf("gantry-identity printed %d identity lines, want boot %d", len(ids), nth+1)
+		}
+		id = ids[nth]
+		return nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
+	}
+	t.Logf("boot %d: hostname %s, machine id %s, root %s, slot %s", nth+1, id[0], id[1], id[2], id[3])
+	if id[2] != "ro" {
+		t.Errorf("boot %d: root mounted %q, want ro", nth+1, id[2])
+	}
+	if id[3] != slot {
+		t.Errorf("boot %d: slot %s, want %s", nth+1, id[3], slot)
+	}
+	if want != "" && id[1] != want {
+		t.Errorf("boot %d (slot %s): machine id %s, want the factory boot's %s", nth+1, slot, id[1], want)
+	}
+	if wantHost := "gantry-" + id[1][:6]; id[0] != wantHost {
+		t.Errorf("boot %d: hostname %s, want %s (from the machine id)", nth+1, id[0], wantHost)
+	}
+	return id[1]
+}
+
+// checkDataGrown checks, from the host after the VM stopped, that the
+// data partition and its file system reach the end of the disk.
+func checkDataGrown(t *testing.T, d *imageDisk) {
+	t.Helper()
+	parts, err := Partitions(d.disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := d.parts["data"], parts["data"]
+	st, err := os.Stat(d.disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GPT keeps 33 sectors at the end for its backup copy; repart aligns to 1 MiB.
+	if after.Offset != before.Offset || after.Offset+after.Size < st.Size()-(2<<20) {
+		t.Fatalf("data partition %d+%d bytes after the first boot (was %d+%d), want it to reach the end of the %d-byte disk",
+			after.Offset, after.Size, before.Offset, before.Size, st.Size())
+	}
+	out, err := Run("dumpe2fs", "-h", fmt.Sprintf("%s?offset=%d", d.disk, after.Offset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]int64{}
+	for _, l := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil {
+			fields[k] = n
+		}
+	}
+	fs := fields["Block count"] * fields["Block size"]
+	if fs < after.Size-(1<<20) {
+		t.Fatalf("data file system is %d bytes, its partition %d", fs, after.Size)
+	}
+	t.Logf("data partition grew from %d to %d MiB, its ext4 is %d MiB", before.Size>>20, after.Size>>20, fs>>20)
+	d.parts = parts
+}
+
 // factoryBoot boots the image as flashed and checks the broker, the
-// setup page on port 80 and the first-boot security defaults.
-func factoryBoot(t *testing.T, d *imageDisk, version string) {
+// setup page on port 80, the first-boot security defaults, a read-only
+// root and the data partition grown to fill the disk. It returns the
+// machine id of the first boot.
+func factoryBoot(t *testing.T, d *imageDisk, version string) string {
 	vm := d.boot(t, "factory", "")
-	defer vm.Stop()
-	waitReady(t, vm, "a", version, 8*time.Minute)
+	defer func() {
+		vm.Stop()
+		if !t.Failed() {
+			checkDataGrown(t, d)
+		}
+	}()
+	waitReady(t, vm, "a", version, 8*time.Minute*d.slow)
+	id := checkIdentity(t, vm, 0, "a", "", time.Minute)
+	if err := vm.WaitConsole("gantry-grow-data: partition", time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
+	}
 	// Port 80 is socket-activated: the first request starts the proxy,
 	// which under emulation can take longer than one curl waits.
 	var page string
@@ -150,6 +254,12 @@ func factoryBoot(t *testing.T, d *imageDisk, version string) {
 	if err := vm.WaitConsole("gantry-boot-check: broker ready, console answers", 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	for _, l := range strings.Split(vm.Console(), "\n") {
+		if strings.Contains(l, "gantry-grow-data:") || strings.Contains(l, "now boots with machine id") {
+			t.Log(strings.TrimSpace(l))
+		}
+	}
+	return id
 }
 
 // TestImageBoot boots the images of the arches in GANTRY_IMAGE_ARCHES
@@ -169,17 +279,19 @@ func TestImageBoot(t *testing.T) {
 	}
 }
 
-// TestImage boots the amd64 appliance image under OVMF and walks through
-// its life: the factory boot to a working broker and console, a good
-// update from an update stick that is tried and blessed, the watchdog
-// restarting a frozen broker, and a broken update that fails its three
-// tries and rolls back by itself.
+// TestImage boots the appliance image GANTRY_IMAGE under its UEFI
+// firmware and walks through its life: the factory boot to a working
+// broker and console, a good update from an update stick that is tried
+// and blessed (same machine id, read-only root), the watchdog restarting
+// a frozen broker, and a broken update that fails its three tries and
+// rolls back by itself.
 func TestImage(t *testing.T) {
 	e := needImageEnv(t)
-	if !strings.HasSuffix(e.image, "-amd64.img.zst") {
-		t.Skip("the A/B walk-through runs on the amd64 image")
+	name := strings.TrimSuffix(e.image, ".img.zst")
+	a, err := ArchByName(name[strings.LastIndex(name, "-")+1:])
+	if err != nil {
+		t.Fatal(err)
 	}
-	a, _ := ArchByName("amd64")
 	if out, err := Run("systemd-analyze", "security", "--offline=true", "--root="+e.rootfs, "gantry.service"); err != nil {
 		t.Logf("systemd-analyze security (offline): %v", err)
 	} else {
@@ -188,8 +300,10 @@ func TestImage(t *testing.T) {
 	d := prepareImage(t, e, a, e.image)
 	dir, disk, parts, pw := d.dir, d.disk, d.parts, d.pw
 	boot := func(name, media string) *VM { return d.boot(t, name, media) }
+	slow := d.slow
 
-	t.Run("factory boot", func(t *testing.T) { factoryBoot(t, d, e.version) })
+	var machineID string
+	t.Run("factory boot", func(t *testing.T) { machineID = factoryBoot(t, d, e.version) })
 	if t.Failed() {
 		return
 	}
@@ -198,7 +312,7 @@ func TestImage(t *testing.T) {
 	t.Run("good update is blessed; watchdog restarts a frozen broker", func(t *testing.T) {
 		root := filepath.Join(dir, "root-v2.ext4")
 		bin := filepath.Join(dir, "gantry-v2")
-		buildStamped(t, e, bin, v2)
+		buildStamped(t, e, a, bin, v2)
 		os.WriteFile(filepath.Join(dir, "version-v2"), []byte(v2+"\n"), 0o644)
 		os.WriteFile(filepath.Join(dir, "freeze.service"), []byte(freezeUnit), 0o644)
 		copyExt4(t, e.rootExt4, root)
@@ -210,24 +324,26 @@ func TestImage(t *testing.T) {
 		); err != nil {
 			t.Fatal(err)
 		}
-		media := updateStick(t, e, dir, "v2", v2, root)
+		media := updateStick(t, e, a, dir, "v2", v2, root)
 		vm := boot("update-v2", media)
 		defer vm.Stop()
 		start := time.Now()
-		if err := vm.WaitConsole("entry gantry-2-b+3.conf boots it next", 15*time.Minute); err != nil {
+		if err := vm.WaitConsole("entry gantry-2-b+3.conf boots it next", 15*time.Minute*slow); err != nil {
 			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
 		}
 		t.Logf("update installed into slot b %.1f s after qemu started", time.Since(start).Seconds())
-		waitReady(t, vm, "b", v2, 10*time.Minute)
-		if err := vm.WaitConsole("gantry-bless: gantry-2-b+2-1.conf is good: now gantry-2-b.conf", 3*time.Minute); err != nil {
+		checkIdentity(t, vm, 0, "a", machineID, time.Minute)
+		waitReady(t, vm, "b", v2, 10*time.Minute*slow)
+		checkIdentity(t, vm, 1, "b", machineID, time.Minute)
+		if err := vm.WaitConsole("gantry-bless: gantry-2-b+2-1.conf is good: now gantry-2-b.conf", 3*time.Minute*slow); err != nil {
 			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
 		}
 		t.Logf("trial boot blessed %.1f s after qemu started", time.Since(start).Seconds())
-		if err := vm.WaitConsole("GANTRY-TEST froze gantry pid", 3*time.Minute); err != nil {
+		if err := vm.WaitConsole("GANTRY-TEST froze gantry pid", 3*time.Minute*slow); err != nil {
 			t.Fatal(err)
 		}
 		frozen := time.Now()
-		if err := vm.WaitConsole("GANTRY-TEST watchdog restarted gantry", 3*time.Minute); err != nil {
+		if err := vm.WaitConsole("GANTRY-TEST watchdog restarted gantry", 3*time.Minute*slow); err != nil {
 			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
 		}
 		t.Logf("frozen broker restarted by the watchdog %.1f s after SIGSTOP", time.Since(frozen).Seconds())
@@ -236,7 +352,17 @@ func TestImage(t *testing.T) {
 				t.Log(strings.TrimSpace(l))
 			}
 		}
-		waitReady(t, vm, "b", v2, 2*time.Minute)
+		// The journal of the factory boot and of the boot that installed
+		// the update (slot a) is there on slot b: one machine id, /var on /data.
+		if m := regexp.MustCompile(`GANTRY-TEST journal boots: (\d+)`).FindStringSubmatch(vm.Console()); m == nil {
+			t.Error("the test unit did not report the journal's boots")
+		} else if n, _ := strconv.Atoi(m[1]); n < 3 {
+			t.Errorf("journal on slot b lists %d boots, want the 2 boots of slot a too", n)
+		}
+		if !strings.Contains(vm.Console(), "GANTRY-TEST root is read-only") {
+			t.Error("the root file system of slot b is writable")
+		}
+		waitReady(t, vm, "b", v2, 2*time.Minute*slow)
 		checkNode(t, vm.Ports[1883], vm.Ports[9100], "boot", pw, time.Minute)
 	})
 	if t.Failed() {
@@ -251,14 +377,14 @@ func TestImage(t *testing.T) {
 		if err := Debugfs(root, "rm /usr/bin/gantry", "write "+broken+" /usr/bin/gantry", "sif /usr/bin/gantry mode 0100755"); err != nil {
 			t.Fatal(err)
 		}
-		media := updateStick(t, e, dir, "v3", e.version+"-broken", root)
+		media := updateStick(t, e, a, dir, "v3", e.version+"-broken", root)
 		vm := boot("update-v3", media)
 		start := time.Now()
-		if err := vm.WaitConsole("entry gantry-3-a+3.conf boots it next", 15*time.Minute); err != nil {
+		if err := vm.WaitConsole("entry gantry-3-a+3.conf boots it next", 15*time.Minute*slow); err != nil {
 			vm.Stop()
 			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
 		}
-		deadline := time.Now().Add(25 * time.Minute)
+		deadline := time.Now().Add(25 * time.Minute * slow)
 		for strings.Count(vm.Console(), "trial boot failed; rebooting") < 3 {
 			if time.Now().After(deadline) {
 				vm.Stop()
@@ -267,7 +393,15 @@ func TestImage(t *testing.T) {
 			time.Sleep(2 * time.Second)
 		}
 		t.Logf("3 tries failed %.1f s after qemu started", time.Since(start).Seconds())
-		waitReady(t, vm, "b", v2, 10*time.Minute)
+		waitReady(t, vm, "b", v2, 10*time.Minute*slow)
+		ids := identities(vm)
+		for i := range ids {
+			slot := "a" // the broken slot's tries
+			if i == 0 || i == len(ids)-1 {
+				slot = "b"
+			}
+			checkIdentity(t, vm, i, slot, machineID, time.Minute)
+		}
 		t.Logf("rolled back to slot b (%s) %.1f s after qemu started", v2, time.Since(start).Seconds())
 		vm.Stop()
 		entries, err := ESPEntries(disk, parts["esp"])
@@ -295,6 +429,9 @@ After=gantry-bless.service gantry.service
 Type=oneshot
 StandardOutput=journal+console
 ExecStart=/bin/bash -c 'echo "GANTRY-TEST security: $(systemd-analyze security gantry.service | tail -1)"; \
+echo "GANTRY-TEST failed units: [$(systemctl list-units --failed --plain --no-legend | cut -d" " -f1 | tr "\n" " ")]"; \
+echo "GANTRY-TEST journal boots: $(journalctl --list-boots --no-pager | wc -l)"; \
+if touch /usr/gantry-test 2>/dev/null; then echo "GANTRY-TEST root is writable"; else echo "GANTRY-TEST root is read-only"; fi; \
 pid=$(systemctl show -P MainPID gantry); echo "GANTRY-TEST froze gantry pid $pid"; kill -STOP $pid; \
 for i in $(seq 1 150); do n=$(systemctl show -P NRestarts gantry); now=$(systemctl show -P MainPID gantry); \
 if [ "$n" -ge 1 ] && [ "$now" != "$pid" ] && [ "$now" != 0 ]; then \
@@ -331,11 +468,11 @@ func seedData(t *testing.T, e imageEnv, disk string, data Partition, user, pw st
 	}
 }
 
-func buildStamped(t *testing.T, e imageEnv, out, version string) {
+func buildStamped(t *testing.T, e imageEnv, a Arch, out, version string) {
 	t.Helper()
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w -X gantry/appliance.Version="+version, "-o", out, "./appliance/cmd/gantry")
 	cmd.Dir = e.repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a.GOARCH, "GOARM="+a.GOARM)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
@@ -350,10 +487,10 @@ func copyExt4(t *testing.T, from, to string) {
 
 // updateStick signs a bundle of root with make bundle's script and puts
 // it on a FAT "USB stick" labelled GANTRY-UPD.
-func updateStick(t *testing.T, e imageEnv, dir, name, version, root string) string {
+func updateStick(t *testing.T, e imageEnv, a Arch, dir, name, version, root string) string {
 	t.Helper()
 	bundle := filepath.Join(dir, "gantry-"+name+".bundle")
-	if out, err := Run(filepath.Join(e.repo, "build/image/mkbundle.sh"), "amd64", version, root, e.key, bundle); err != nil {
+	if out, err := Run(filepath.Join(e.repo, "build/image/mkbundle.sh"), a.Name, version, root, e.key, bundle); err != nil {
 		t.Fatal(err)
 	} else {
 		t.Log(strings.TrimSpace(out))

@@ -8,7 +8,8 @@
 #   1 esp     256 MiB  systemd-boot, loader entries, /a and /b kernels
 #   2 root-a  ROOT_MB  ext4, the factory root
 #   3 root-b  ROOT_MB  empty; an update writes it
-#   4 data    256 MiB  ext4, /data: broker state and configuration
+#   4 data    256 MiB  ext4, /data: broker state and configuration, /var;
+#                      grows to the end of the medium on first boot
 #
 # Writes OUTDIR/gantry-VERSION-ARCH.img.zst and .img.zst.sha256, and keeps
 # WORKDIR/root.ext4 (build/_work/ARCH) for make bundle. UPDATE_PUBKEY (a PEM public key) is
@@ -48,16 +49,21 @@ install -m 0644 "$repo/docs/appliance.md" "$root/usr/share/doc/gantry/" 2>/dev/n
 echo "gantry-$arch" > "$root/etc/gantry/compatible"
 echo "$version" > "$root/etc/gantry/version"
 echo "$console panic=10" > "$root/etc/gantry/cmdline"
+# The root is mounted read-only (ro on the kernel command line). What
+# changes lives on the data partition: /var is /data/var (the journal,
+# systemd's state), broker state is /data/gantry; /tmp is a tmpfs.
 cat > "$root/etc/fstab" <<FSTAB
-PARTLABEL=esp   /efi   vfat  umask=0077,noatime  0 0
-PARTLABEL=data  /data  ext4  noatime             0 2
+PARTLABEL=esp   /efi   vfat   umask=0077,noatime  0 0
+PARTLABEL=data  /data  ext4   noatime             0 2
+/data/var       /var   none   bind,x-systemd.requires=gantry-data-dirs.service  0 0
+tmpfs           /tmp   tmpfs  mode=1777,nosuid,nodev  0 0
 FSTAB
-: > "$root/etc/machine-id"            # first boot makes one
+: > "$root/etc/machine-id"            # the first boot makes one; gantry-identity keeps it on /data
 rm -f "$root/etc/hostname"             # gantry-identity makes one
 ln -sf /run/systemd/resolve/stub-resolv.conf "$root/etc/resolv.conf"
 systemd-sysusers --root="$root" >/dev/null
 systemctl --root="$root" enable gantry.service gantry-http.socket gantry-boot-check.service \
-	gantry-bless.service gantry-identity.service systemd-networkd.service systemd-resolved.service \
+	gantry-bless.service gantry-identity.service gantry-grow-data.service systemd-networkd.service systemd-resolved.service \
 	systemd-timesyncd.service >/dev/null 2>&1
 # Our own gantry-bless replaces systemd-bless-boot (see gantry-bless.service).
 ln -sf /dev/null "$root/etc/systemd/system/systemd-bless-boot.service"
@@ -68,7 +74,8 @@ kver=$(basename "$(ls "$root"/boot/vmlinuz-* | head -1)" | sed 's/^vmlinuz-//')
 cp "$root/boot/vmlinuz-$kver" "$work/vmlinuz"
 cp "$root/boot/initrd.img-$kver" "$work/initrd"
 mkfs.ext4 -q -F -L root-a -E root_owner=0:0 -d "$root" "$work/root.ext4" "${ROOT_MB}M"
-mkfs.ext4 -q -F -L data "$work/data.ext4" "${DATA_MB}M"
+mkdir -p "$work/data/var"
+mkfs.ext4 -q -F -L data -E root_owner=0:0 -d "$work/data" "$work/data.ext4" "${DATA_MB}M"
 
 step "ESP"
 esp=$work/esp.vfat
@@ -79,7 +86,7 @@ printf 'timeout 0\neditor no\nauto-entries no\nauto-firmware no\n' > "$work/load
 mcopy -i "$esp" "$work/loader.conf" ::/loader/loader.conf
 mcopy -i "$esp" "$work/vmlinuz" ::/a/vmlinuz
 mcopy -i "$esp" "$work/initrd" ::/a/initrd
-printf 'title Gantry %s (slot a)\nversion %s\nlinux /a/vmlinuz\ninitrd /a/initrd\noptions root=PARTLABEL=root-a rw gantry.slot=a %s panic=10\n' \
+printf 'title Gantry %s (slot a)\nversion %s\nlinux /a/vmlinuz\ninitrd /a/initrd\noptions root=PARTLABEL=root-a ro gantry.slot=a %s panic=10\n' \
 	"$version" "$version" "$console" > "$work/entry"
 mcopy -i "$esp" "$work/entry" ::/loader/entries/gantry-1-a.conf
 
