@@ -11,7 +11,7 @@ GOARCH_arm64 := arm64
 GOARCH_armv7 := arm
 GOARCH_amd64 := amd64
 
-.PHONY: build run test cross test32 lint fuzz bench bench-cluster clean boot-smoke console-check console-editor console-screenshots
+.PHONY: build run test cross test32 lint fuzz bench bench-cluster clean boot-smoke console-check console-editor console-screenshots chaos
 .PHONY: image bundle image-test
 
 ARCHS    := arm64 armv7 amd64
@@ -125,6 +125,15 @@ console-screenshots:
 # another), side by side. Prints a table; about 40 s.
 bench-cluster: build
 	$(GO) run ./build/bench/crossnode -gantry bin/gantry
+
+# The fault-injection suite (build/chaos, docs/cluster.md#fault-injection):
+# 3 and 5 real nodes under QoS 1 and 2 load, every fault of the matrix in
+# turn for CHAOS_DURATION (each size at least once), then the table. As
+# root (network namespaces, a tmpfs) for the partitions and the full disk.
+# make test runs one kill, one pause and one partition (TestChaos*).
+CHAOS_DURATION ?= 10m
+chaos: build
+	CHAOS_DURATION=$(CHAOS_DURATION) $(GO) run ./build/chaos -gantry bin/gantry
 
 clean:
 	rm -rf bin
