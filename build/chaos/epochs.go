@@ -71,7 +71,7 @@ func number(v any) (float64, bool) {
 // owners named and by which node: two owners in one epoch is a split
 // brain of the data plane.
 type ownerLog struct {
-	mu      sync.Mutex                     // guards the fields below
+	mu      sync.Mutex                      // guards the fields below
 	owners  map[[2]uint64]map[string]string // (partition, epoch) → owner → first node that named it
 	samples int
 	noEpoch bool // some node served partitions without an epoch

@@ -71,7 +71,7 @@ type delivery struct {
 type history struct {
 	mu       sync.Mutex // guards the fields below
 	sent     map[msgID]*sent
-	recv     map[string][]delivery // subscriber → deliveries in arrival order
+	recv     map[string][]delivery  // subscriber → deliveries in arrival order
 	lostSess map[string][]time.Time // subscriber → reconnects that found no session
 	bad      int                    // payloads that did not parse
 }
