@@ -51,6 +51,7 @@ type Node struct {
 
 	usersTopic   usersTopic    // $SYS/Coreflux/Config/Users (wire_users.go)
 	clusterUsers *clusterUsers // nil without clustering (wire_cluster_users.go)
+	lotDefs      *clusterDefs  // LoT's definitions store, through the cluster when clustered (wire_cluster_lot.go)
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
@@ -197,6 +198,7 @@ func (n *Node) Start() error {
 	}
 	if n.Cluster != nil {
 		n.startClusterUsers()
+		n.startClusterLoT()
 		n.Cluster.Start()
 		if n.dataPlane != nil {
 			n.wg.Add(1)

@@ -24,6 +24,8 @@ func (n *Node) opsHandler() http.Handler {
 		mux.Handle(cluster.PeerPath, peer)
 		mux.Handle(cluster.JoinPath, peer)
 		mux.Handle(cluster.UsersPath, peer)
+		mux.Handle(cluster.LoTPath, peer)
+		mux.HandleFunc("GET /cluster/lot", n.serveLoTSelf) // wire_cluster_lot.go
 	}
 	mux.Handle("GET /metrics", n.metricsHandler())
 	mux.Handle("/ui/", n.consoleHandler())

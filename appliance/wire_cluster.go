@@ -165,6 +165,7 @@ func (n *Node) openCluster() error {
 		return nil
 	}
 	n.openClusterUsers() // wire_cluster_users.go
+	n.openClusterLoT()   // wire_cluster_lot.go
 	return n.openDataPlane()
 }
 
@@ -185,7 +186,8 @@ func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
 		cluster.Status
 		DataPlane      *dataplane.Status `json:"dataPlane,omitempty"`
 		RouteListeners []engine.Listener `json:"routeListeners"` // wire_drivers.go
-	}{Status: n.clusterStatus(), RouteListeners: n.routeListeners()}
+		LoT            *lotStatus        `json:"lot,omitempty"`  // wire_cluster_lot.go
+	}{Status: n.clusterStatus(), RouteListeners: n.routeListeners(), LoT: n.lotClusterStatus(r.Context())}
 	if n.dataPlane != nil {
 		st := n.dataPlane.Status()
 		view.DataPlane = &st

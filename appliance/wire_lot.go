@@ -31,8 +31,9 @@ func (n *Node) openLoT() error {
 	for _, p := range store.Problems() {
 		n.log.Error("LoT definition skipped", "component", "lot", "err", p)
 	}
+	n.lotDefs = newClusterDefs(store, n.cfg.DataDir, n.log) // wire_cluster_lot.go
 	eng, err := runtime.New(runtime.Options{
-		Broker: n.Broker, Store: store, Users: n.lotUsers(),
+		Broker: n.Broker, Store: n.lotDefs, Users: n.lotUsers(),
 		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), KeptFile: filepath.Join(n.cfg.DataDir, lotKeptFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
 		SeedRules: true, Logger: n.log,
 		Handlers:   command.Handlers{Users: n.lotUsers()},

@@ -100,6 +100,27 @@
 // no users yet proposes its own (SetLocalUsers, seedUsers): the first
 // cluster adopts its bootstrapping node's users.
 //
+// # LoT in a cluster
+//
+// LoT's definitions are the cluster's (lot.go, lot_fsm.go): State.LoT
+// holds every definition (kind, name, source: the cluster does not read
+// LoT) and the version of the last change, the Raft index of its entry.
+// A change carries the version it was checked on and applies only on top
+// of it (compare and set), all or nothing: a delete of a definition the
+// cluster lacks refuses it, deterministically on every node. A follower
+// passes a change to the leader through POST LoTPath, signed; a leader
+// whose cluster has no definitions yet adopts its own (SetLocalLoT,
+// AdoptLoT) first. The appliance checks a change before it commits it and
+// applies what was committed to its local store.
+//
+// The owner map of the work that runs in one place (lot_work.go) is in
+// State.LoT.Work: one owner and one standby per item, planned by the
+// leader over the members heard within FailoverDelay (PlanWork) and
+// committed when it changes; a map with an older Version is ignored.
+// InContact tells an owner whether it may run its work: it leads, or has
+// heard from the leader within the fence the appliance gives (shorter
+// than FailoverDelay, so it stops before the leader moves the work).
+//
 // # Messages between nodes
 //
 // Raft traffic on the cluster port is neither signed nor encrypted, as in

@@ -22,6 +22,7 @@ const (
 	opSession    = "session"    // the cluster formed: records its session
 	opPartitions = "partitions" // a new partition map
 	opUsers      = "users"      // the cluster's users (users.go)
+	opLoT        = "lot"        // LoT definitions and work owners (lot_fsm.go)
 )
 
 // command is the envelope of every Raft log entry Gantry writes.
@@ -31,6 +32,7 @@ type command struct {
 	Session    *Session       `json:"session,omitempty"`
 	Partitions *partition.Map `json:"partitions,omitempty"`
 	Users      *usersChange   `json:"users,omitempty"`
+	LoT        *lotCommand    `json:"lot,omitempty"`
 }
 
 // Session identifies one life of the cluster: it starts when the cluster
@@ -47,6 +49,7 @@ type State struct {
 	Session    Session       `json:"session"`
 	Partitions partition.Map `json:"partitions"`
 	Users      Users         `json:"users"` // the user store (users.go); in snapshots too
+	LoT        LoTState      `json:"lot"`   // LoT definitions and work owners (lot_fsm.go)
 }
 
 // fsm applies committed commands. Apply is deterministic and touches
@@ -85,6 +88,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		}
 	case opUsers:
 		result, changed = f.applyUsers(c.Users)
+	case opLoT:
+		result, changed = f.applyLoT(c.LoT, l.Index)
 	}
 	st := f.state
 	f.mu.Unlock()

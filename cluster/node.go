@@ -67,8 +67,9 @@ type Node struct {
 	catchingUp     map[string]bool      // non-voters an awaitCatchUp goroutine watches
 	warned         map[string]time.Time // warning key → when last logged (warnEvery)
 	onState        []func(State)
-	usersMu        sync.Mutex                    // serialises user changes on the leader (users.go)
-	localUsers     atomic.Pointer[func() []User] // this node's own users (SetLocalUsers)
+	usersMu        sync.Mutex                      // serialises user changes on the leader (users.go)
+	localUsers     atomic.Pointer[func() []User]   // this node's own users (SetLocalUsers)
+	localLoT       atomic.Pointer[func() []LoTDef] // this node's own LoT definitions (SetLocalLoT, lot.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc

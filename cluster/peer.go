@@ -97,6 +97,7 @@ func (n *Node) PeerHandler() http.Handler {
 	})
 	mux.HandleFunc("POST "+JoinPath, n.serveJoin)
 	mux.HandleFunc("POST "+UsersPath, n.serveUsers) // users.go
+	mux.HandleFunc("POST "+LoTPath, n.serveLoT)     // lot.go
 	return mux
 }
 

@@ -98,6 +98,11 @@ var (
 	ErrLimit = errors.New("defs: limit exceeded")
 	// ErrStale: ApplyAt was given a version not above the store's.
 	ErrStale = errors.New("defs: stale version")
+	// ErrConflict: a store that commits elsewhere (a cluster) refused the
+	// change because the definitions changed since it was checked; the
+	// store now holds the newer ones, and the change is to be checked
+	// again on them.
+	ErrConflict = errors.New("defs: the definitions changed meanwhile")
 )
 
 // Definition is one stored definition.

@@ -94,6 +94,23 @@ func (e *Engine) apply(ctx context.Context, c defs.Change) (defs.Applied, error)
 	// definition (the console and the cluster apply concurrently).
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		a, err := e.checkAndApply(ctx, c)
+		// In a cluster, another node's change may commit between the
+		// check and the commit: the store then holds it, and the change
+		// is checked again on top of it.
+		if errors.Is(err, defs.ErrConflict) && attempt < maxConflictRetries && ctx.Err() == nil {
+			continue
+		}
+		return a, err
+	}
+}
+
+// maxConflictRetries bounds how often one change is checked again after
+// the definitions changed under it (defs.ErrConflict).
+const maxConflictRetries = 5
+
+func (e *Engine) checkAndApply(ctx context.Context, c defs.Change) (defs.Applied, error) {
 	e.mu.Lock()
 	wasBroken := e.broken
 	e.mu.Unlock()

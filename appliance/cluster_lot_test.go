@@ -1,0 +1,231 @@
+package appliance_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// lotView is the lot part of GET /cluster.
+type lotView struct {
+	Version     uint64 `json:"version"`
+	AdoptedFrom string `json:"adoptedFrom"`
+	Definitions int    `json:"definitions"`
+	MixedMode   bool   `json:"mixedMode"`
+	Nodes       []struct {
+		Node    string `json:"node"`
+		Applied uint64 `json:"applied"`
+		Behind  bool   `json:"behind"`
+		Reason  string `json:"reason"`
+	} `json:"nodes"`
+	Work []struct {
+		Key     string `json:"key"`
+		Owner   string `json:"owner"`
+		Standby string `json:"standby"`
+		Pinned  bool   `json:"pinned"`
+	} `json:"work"`
+}
+
+func lotOf(ip string) (lotView, error) {
+	var v struct {
+		LoT *lotView `json:"lot"`
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + ip + ":9100/cluster")
+	if err != nil {
+		return lotView{}, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return lotView{}, err
+	}
+	if v.LoT == nil {
+		return lotView{}, fmt.Errorf("%s: no lot in GET /cluster", ip)
+	}
+	return *v.LoT, nil
+}
+
+// lotInSync waits until every node of nodes reports the same definitions
+// version, applied by each of them (as seen from each), and returns it.
+func lotInSync(t *testing.T, nodes []*crashNode, timeout time.Duration) uint64 {
+	t.Helper()
+	var version uint64
+	eventually(t, timeout, func() error {
+		version = 0
+		for _, nd := range nodes {
+			v, err := lotOf(nd.ip)
+			if err != nil {
+				return err
+			}
+			if v.Version == 0 || (version != 0 && v.Version != version) {
+				return fmt.Errorf("%s at LoT version %d, another at %d", nd.ip, v.Version, version)
+			}
+			version = v.Version
+			for _, ns := range v.Nodes {
+				if ns.Behind {
+					return fmt.Errorf("%s says %s is behind: %s", nd.ip, ns.Node, ns.Reason)
+				}
+			}
+		}
+		return nil
+	})
+	return version
+}
+
+var lotRequests atomic.Int64
+
+// lotCommand sends one command to $SYS/Coreflux/Command on ip as root and
+// returns the reply.
+func lotCommand(t *testing.T, ip, rootPassword, line string) string {
+	t.Helper()
+	id := fmt.Sprintf("req-%d", lotRequests.Add(1))
+	nc, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "1883"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	replies := make(chan string, 16)
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, PacketTimeout: 30 * time.Second, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+		func(pr paho.PublishReceived) (bool, error) {
+			if strings.Contains(string(pr.Packet.Payload), `"`+id+`"`) {
+				replies <- string(pr.Packet.Payload)
+			}
+			return true, nil
+		}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if _, err := c.Connect(ctx, &paho.Connect{ClientID: "lot-" + id, CleanStart: true, KeepAlive: 30,
+		Username: "root", UsernameFlag: true, Password: []byte(rootPassword), PasswordFlag: true}); err != nil {
+		t.Fatalf("connect to %s as root: %v", ip, err)
+	}
+	defer c.Disconnect(&paho.Disconnect{})
+	if _, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: outputTopic, QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, &paho.Publish{Topic: commandTopic, QoS: 1, Payload: []byte(line + " -requestId " + id)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-replies:
+		return r
+	case <-ctx.Done():
+		t.Fatalf("no reply on %s to %q", ip, line)
+	}
+	return ""
+}
+
+func rootPassword(t *testing.T, nd *crashNode) string {
+	t.Helper()
+	pw, err := os.ReadFile(filepath.Join(nd.dataDir, "initial-root-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(pw))
+}
+
+func mustSucceed(t *testing.T, reply string) {
+	t.Helper()
+	if !strings.Contains(reply, `"success":true`) {
+		t.Fatalf("command failed: %s", reply)
+	}
+}
+
+// TestClusterLoTDefinitions: the leader's definitions become the
+// cluster's; a definition sent to a follower is answered once that node
+// applied it and reaches every node; a failing one changes nothing
+// anywhere; a node with definitions of its own that joins backs them up
+// and takes the cluster's; a node that was down catches up; without a
+// majority a change is refused with the reason.
+func TestClusterLoTDefinitions(t *testing.T) {
+	nodes := clusterOf(t, 3, func(nd *crashNode) { nd.held = true })
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	// c first runs alone, with a definition of its own.
+	c.extra = append(c.extra, "COREFLUX_CLUSTER_ENABLED=false")
+	c.start()
+	mustSucceed(t, lotCommand(t, c.ip, rootPassword(t, c), `-addAction DEFINE ACTION Mine ON TOPIC "mine" DO PUBLISH TOPIC "mine/out" WITH PAYLOAD`))
+	c.kill()
+	c.extra = c.extra[:len(c.extra)-1]
+	for _, nd := range nodes {
+		nd.start()
+	}
+	leader := agreeOnLeader(t, nodes, 3, 30*time.Second, "")
+	v0 := lotInSync(t, nodes, 20*time.Second)
+	if v, _ := lotOf(a.ip); v.AdoptedFrom != leader {
+		t.Fatalf("adopted from %q, want the leader %s", v.AdoptedFrom, leader)
+	}
+	// c joined with its own definition: backed up, replaced by the cluster's.
+	backups, _ := filepath.Glob(filepath.Join(c.dataDir, "lot-backup", "*", "action", "Mine.lot"))
+	if len(backups) != 1 {
+		t.Fatalf("c's own action was not backed up under lot-backup/<time>/action/Mine.lot: %v\n%s", backups, grepLines(c.stderr(), "LoT"))
+	}
+	pw := rootPassword(t, a) // the cluster's root is the bootstrapping node's
+	if r := lotCommand(t, c.ip, pw, "-listEntities"); strings.Contains(r, `"Mine"`) {
+		t.Fatalf("c kept a definition the cluster does not have: %s", r)
+	}
+	follower := a
+	if leader == "broker-a" {
+		follower = b
+	}
+
+	// A definition sent to a follower: applied there when it answers.
+	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Echo ON TOPIC "in/#" DO PUBLISH TOPIC "out/" + TOPIC POSITION 2 WITH PAYLOAD`))
+	if r := lotCommand(t, follower.ip, pw, "-listEntities"); !strings.Contains(r, `"Echo"`) {
+		t.Fatalf("the follower answered before it applied the change: %s", r)
+	}
+	v1 := lotInSync(t, nodes, 10*time.Second)
+	if v1 <= v0 {
+		t.Fatalf("version %d after the change, %d before", v1, v0)
+	}
+	for _, nd := range nodes {
+		if r := lotCommand(t, nd.ip, pw, "-listEntities"); !strings.Contains(r, `"Echo"`) {
+			t.Fatalf("%s lacks Echo: %s", nd.ip, r)
+		}
+	}
+
+	// A failing definition changes nothing anywhere.
+	if r := lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Bad ON TOPIC "x" DO PUBLSH TOPIC "y" WITH "z"`); strings.Contains(r, `"success":true`) {
+		t.Fatalf("a definition that does not parse was accepted: %s", r)
+	}
+	if r := lotCommand(t, follower.ip, pw, "-removeAction NoSuch"); strings.Contains(r, `"success":true`) {
+		t.Fatalf("removing an unknown action succeeded: %s", r)
+	}
+	if v := lotInSync(t, nodes, 10*time.Second); v != v1 {
+		t.Fatalf("failing commands moved the version from %d to %d", v1, v)
+	}
+
+	// c away while a change commits: it catches up when it returns.
+	c.kill()
+	mustSucceed(t, lotCommand(t, a.ip, pw, `-addAction DEFINE ACTION Later ON TOPIC "later" DO PUBLISH TOPIC "later/out" WITH PAYLOAD`))
+	c.start()
+	lotInSync(t, nodes, 20*time.Second)
+	if r := lotCommand(t, c.ip, pw, "-listEntities"); !strings.Contains(r, `"Later"`) {
+		t.Fatalf("c did not catch up: %s", r)
+	}
+	if b, _ := filepath.Glob(filepath.Join(c.dataDir, "lot-backup", "*")); len(b) != 1 {
+		t.Fatalf("catching up on changes only added backed something up: %v", b)
+	}
+
+	// Without a majority: refused, with the reason.
+	b.kill()
+	c.kill()
+	eventually(t, 10*time.Second, func() error {
+		r := lotCommand(t, a.ip, pw, `-addAction DEFINE ACTION Lone ON TOPIC "lone" DO PUBLISH TOPIC "lone/out" WITH PAYLOAD`)
+		if !strings.Contains(r, "no majority") {
+			return fmt.Errorf("not refused for want of a majority: %s", r)
+		}
+		return nil
+	})
+	if r := lotCommand(t, a.ip, pw, "-listEntities"); strings.Contains(r, `"Lone"`) {
+		t.Fatalf("a refused change was applied: %s", r)
+	}
+}

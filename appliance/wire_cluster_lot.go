@@ -1,0 +1,440 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"gantry/cluster"
+	"gantry/lot/defs"
+)
+
+// This file joins LoT's definitions store (lot/defs) to the cluster: on a
+// clustered node every change commits through the Raft leader
+// (cluster/lot.go) and the local store follows what the cluster
+// committed; the runtime sees the local store change as on a single node.
+// See docs/cluster.md, "LoT in a cluster".
+
+// Files of LoT in a cluster, under the data directory.
+const (
+	lotClusterFile = "lot-cluster.json" // the cluster version this node's definitions match
+	lotBackupDir   = "lot-backup"       // definitions the cluster's replaced: lot-backup/<time>/<kind>/<name>.lot
+)
+
+// lotAdoptAfter is how long a leader of a cluster without definitions
+// waits, stable, before it makes its own the cluster's.
+const lotAdoptAfter = 3 * time.Second
+
+// lotApplyWait bounds how long a change waits for this node to apply what
+// the cluster committed.
+const lotApplyWait = 10 * time.Second
+
+// clusterDefs is the runtime's definitions store. Without a cluster it is
+// the local store. With one, Apply commits through the leader and returns
+// once this node has applied the change; follow applies what the cluster
+// committed to the local store (watchers, hence the runtime, see it as a
+// local change).
+type clusterDefs struct {
+	*defs.Local
+	dataDir string
+	log     *slog.Logger
+	cluster *cluster.Node // nil on a single node; set before Start
+	kick    chan struct{} // (capacity 1) the cluster's state changed
+
+	mu       sync.Mutex    // guards the fields below
+	applied  uint64        // the cluster version the local store matches (0: none)
+	session  string        // the cluster session of applied
+	inSync   bool          // this process has followed the cluster once: later changes are not backed up
+	behind   string        // why the local store does not match the cluster's version, "" when it does
+	progress chan struct{} // closed and replaced whenever applied or behind changes
+}
+
+// lotClusterMark is lotClusterFile.
+type lotClusterMark struct {
+	Session string `json:"session"`
+	Version uint64 `json:"version"`
+}
+
+func newClusterDefs(local *defs.Local, dataDir string, log *slog.Logger) *clusterDefs {
+	s := &clusterDefs{Local: local, dataDir: dataDir, log: log.With("component", "lot"),
+		kick: make(chan struct{}, 1), progress: make(chan struct{})}
+	if data, err := os.ReadFile(filepath.Join(dataDir, lotClusterFile)); err == nil {
+		var m lotClusterMark
+		if json.Unmarshal(data, &m) == nil {
+			s.applied, s.session = m.Version, m.Session
+		}
+	}
+	return s
+}
+
+// Apply implements defs.Store.
+func (s *clusterDefs) Apply(ctx context.Context, c defs.Change) (defs.Applied, error) {
+	cl := s.cluster
+	if cl == nil {
+		return s.Local.Apply(ctx, c)
+	}
+	s.mu.Lock()
+	base := s.applied
+	if s.session != cl.State().Session.ID {
+		base = 0
+	}
+	s.mu.Unlock()
+	if base == 0 && cl.LoT().Version == 0 && cl.Leader() == "" {
+		// No cluster has adopted definitions yet, and none is formed:
+		// the node runs its own LoT (the seed rules of a new node).
+		return s.Local.Apply(ctx, c)
+	}
+	var deletes []cluster.LoTDelete
+	for _, d := range c.Deletes {
+		deletes = append(deletes, cluster.LoTDelete{Kind: string(d.Kind), Name: d.Name})
+	}
+	var puts []cluster.LoTDef
+	for _, p := range c.Puts {
+		puts = append(puts, cluster.LoTDef{Kind: string(p.Kind), Name: p.Name, Source: p.Source})
+	}
+	v, err := cl.ChangeLoT(ctx, base, deletes, puts)
+	var conflict *cluster.LoTConflictError
+	switch {
+	case errors.As(err, &conflict):
+		// Checked on definitions the cluster has moved past: wait for
+		// the newer ones here, for the runtime to check again.
+		if err := s.await(ctx, conflict.Current); err != nil {
+			return defs.Applied{}, err
+		}
+		return defs.Applied{}, fmt.Errorf("%w: %v", defs.ErrConflict, err)
+	case errors.Is(err, cluster.ErrLoTNotFound):
+		return defs.Applied{}, fmt.Errorf("%w: %v", defs.ErrNotFound, err)
+	case err != nil:
+		return defs.Applied{}, err
+	}
+	if err := s.await(ctx, v); err != nil {
+		return defs.Applied{}, err
+	}
+	return defs.Applied{Version: v}, nil
+}
+
+// await waits until the local store matches cluster version v (or a
+// later one).
+func (s *clusterDefs) await(ctx context.Context, v uint64) error {
+	s.poke()
+	ctx, cancel := context.WithTimeout(ctx, lotApplyWait)
+	defer cancel()
+	for {
+		s.mu.Lock()
+		applied, behind, progress := s.applied, s.behind, s.progress
+		s.mu.Unlock()
+		if applied >= v {
+			return nil
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			why := "it is still applying earlier changes"
+			if behind != "" {
+				why = behind
+			}
+			return fmt.Errorf("cluster: the change is committed (version %d), but this node has not applied it yet: %s", v, why)
+		}
+	}
+}
+
+func (s *clusterDefs) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// follow runs until stop closes: it applies the cluster's definitions to
+// the local store whenever they change, and, on a leader of a cluster
+// without definitions, makes this node's the cluster's after
+// lotAdoptAfter.
+func (s *clusterDefs) follow(stop <-chan struct{}) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	var leaderSince time.Time
+	for {
+		cl := s.cluster
+		if cl.IsLeader() && cl.LoT().Version == 0 {
+			if leaderSince.IsZero() {
+				leaderSince = time.Now()
+			}
+			if time.Since(leaderSince) >= lotAdoptAfter {
+				if _, err := cl.AdoptLoT(); err != nil {
+					s.log.Warn("cannot make this node's LoT definitions the cluster's", "err", err)
+				}
+			}
+		} else {
+			leaderSince = time.Time{}
+		}
+		s.catchUp(cl.State())
+		select {
+		case <-stop:
+			return
+		case <-s.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// catchUp applies the cluster's definitions of st to the local store
+// when it does not match them yet.
+func (s *clusterDefs) catchUp(st cluster.State) {
+	lot := st.LoT
+	if lot.Version == 0 {
+		return // the cluster has not adopted definitions: the node runs its own
+	}
+	s.mu.Lock()
+	done := s.session == st.Session.ID && s.applied >= lot.Version
+	backup := !s.inSync
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	change, dropped := diffDefs(s.Local.List(""), lot.Defs)
+	if backup && len(dropped) > 0 {
+		dir, err := s.backUp(dropped)
+		if err != nil {
+			s.setBehind(fmt.Sprintf("cannot back up the definitions the cluster's replace: %v", err))
+			return
+		}
+		s.log.Warn("this node's LoT definitions were not the cluster's: the cluster's replace them",
+			"backup", dir, "definitions", len(dropped), "clusterVersion", lot.Version)
+	}
+	if len(change.Deletes)+len(change.Puts) > 0 {
+		if _, err := s.Local.Apply(context.Background(), change); err != nil {
+			s.setBehind(fmt.Sprintf("cannot apply the cluster's definitions (version %d): %v", lot.Version, err))
+			s.log.Error("cannot apply the cluster's LoT definitions", "clusterVersion", lot.Version, "err", err)
+			return
+		}
+	}
+	mark, _ := json.Marshal(lotClusterMark{Session: st.Session.ID, Version: lot.Version})
+	if err := writeFileSync(filepath.Join(s.dataDir, lotClusterFile), mark); err != nil {
+		s.log.Warn("cannot record the cluster's LoT version", "err", err)
+	}
+	s.mu.Lock()
+	s.applied, s.session, s.inSync, s.behind = lot.Version, st.Session.ID, true, ""
+	close(s.progress)
+	s.progress = make(chan struct{})
+	s.mu.Unlock()
+	if len(change.Deletes)+len(change.Puts) > 0 {
+		s.log.Info("applied the cluster's LoT definitions", "clusterVersion", lot.Version,
+			"removed", len(change.Deletes), "written", len(change.Puts))
+	}
+}
+
+func (s *clusterDefs) setBehind(why string) {
+	s.mu.Lock()
+	if s.behind != why {
+		s.behind = why
+		close(s.progress)
+		s.progress = make(chan struct{})
+	}
+	s.mu.Unlock()
+}
+
+// diffDefs is the change that turns local into cluster, and the local
+// definitions it removes or replaces.
+func diffDefs(local []defs.Definition, clusterDefs []cluster.LoTDef) (defs.Change, []defs.Definition) {
+	want := map[[2]string]string{}
+	for _, d := range clusterDefs {
+		want[[2]string{d.Kind, d.Name}] = d.Source
+	}
+	var c defs.Change
+	var dropped []defs.Definition
+	have := map[[2]string]bool{}
+	for _, d := range local {
+		k := [2]string{string(d.Kind), d.Name}
+		have[k] = true
+		src, ok := want[k]
+		switch {
+		case !ok:
+			c.Deletes = append(c.Deletes, defs.Delete{Kind: d.Kind, Name: d.Name})
+			dropped = append(dropped, d)
+		case src != d.Source:
+			c.Puts = append(c.Puts, defs.Put{Kind: d.Kind, Name: d.Name, Source: src})
+			dropped = append(dropped, d)
+		}
+	}
+	for _, d := range clusterDefs {
+		if !have[[2]string{d.Kind, d.Name}] {
+			c.Puts = append(c.Puts, defs.Put{Kind: defs.Kind(d.Kind), Name: d.Name, Source: d.Source})
+		}
+	}
+	return c, dropped
+}
+
+// backUp writes each definition under lot-backup/<time>/<kind>/<name>.lot.
+func (s *clusterDefs) backUp(list []defs.Definition) (string, error) {
+	dir := filepath.Join(s.dataDir, lotBackupDir, time.Now().UTC().Format("20060102T150405.000Z"))
+	for _, d := range list {
+		sub := filepath.Join(dir, string(d.Kind))
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(sub, d.Name+".lot"), []byte(d.Source), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// writeFileSync replaces path with data by an fsynced rename.
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// openClusterLoT wires the definitions store to the cluster node, before
+// it starts.
+func (n *Node) openClusterLoT() {
+	s := n.lotDefs
+	s.cluster = n.Cluster
+	n.Cluster.SetLocalLoT(func() []cluster.LoTDef {
+		var out []cluster.LoTDef
+		for _, d := range s.Local.List("") {
+			out = append(out, cluster.LoTDef{Kind: string(d.Kind), Name: d.Name, Source: d.Source})
+		}
+		return out
+	})
+	n.Cluster.OnState(func(cluster.State) { s.poke() })
+}
+
+// startClusterLoT runs the store's follow-up of the cluster until
+// Shutdown.
+func (n *Node) startClusterLoT() {
+	if n.Cluster == nil {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.lotDefs.follow(n.stop)
+	}()
+}
+
+// lotNodeStatus is one node's part of lot in GET /cluster.
+type lotNodeStatus struct {
+	Node    string `json:"node"`
+	Applied uint64 `json:"applied"`          // the cluster version its definitions match
+	Behind  bool   `json:"behind"`           // it has not applied the cluster's latest version
+	Reason  string `json:"reason,omitempty"` // why it is behind, or why it did not answer
+}
+
+// lotStatus is lot in GET /cluster.
+type lotStatus struct {
+	// Version is the latest committed version of the definitions this
+	// node knows of (0: the cluster has not adopted any yet).
+	Version     uint64 `json:"version"`
+	Changes     uint64 `json:"changes"`
+	AdoptedFrom string `json:"adoptedFrom,omitempty"`
+	Definitions int    `json:"definitions"`
+	// MixedMode: a member runs a version of Gantry that does not
+	// replicate LoT (it does not answer GET /cluster/lot).
+	MixedMode bool                     `json:"mixedMode"`
+	Nodes     []lotNodeStatus          `json:"nodes"`
+	Work      []cluster.WorkAssignment `json:"work"`
+}
+
+// selfLoTStatus is this node's part.
+func (n *Node) selfLoTStatus() lotNodeStatus {
+	s := n.lotDefs
+	lot := n.Cluster.LoT()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := lotNodeStatus{Node: n.cfg.Cluster.NodeName, Applied: s.applied, Reason: s.behind}
+	if lot.Version != 0 && s.applied < lot.Version {
+		st.Behind = true
+		if st.Reason == "" {
+			st.Reason = fmt.Sprintf("applying version %d", lot.Version)
+		}
+	}
+	return st
+}
+
+// serveLoTSelf is GET /cluster/lot: this node's part of lot.
+func (n *Node) serveLoTSelf(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(n.selfLoTStatus())
+}
+
+// lotClusterStatus asks every member for its part (GET /cluster/lot on
+// its operations port, in parallel, briefly).
+func (n *Node) lotClusterStatus(ctx context.Context) *lotStatus {
+	if n.Cluster == nil {
+		return nil
+	}
+	lot := n.Cluster.LoT()
+	out := &lotStatus{Version: lot.Version, Changes: lot.Changes, AdoptedFrom: lot.AdoptedFrom,
+		Definitions: len(lot.Defs), Work: lot.Work.Items}
+	st := n.Cluster.Status()
+	ctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer cancel()
+	results := make([]lotNodeStatus, len(st.Members))
+	mixed := make([]bool, len(st.Members))
+	var wg sync.WaitGroup
+	hc := &http.Client{}
+	for i, m := range st.Members {
+		if m.Self {
+			results[i] = n.selfLoTStatus()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = lotNodeStatus{Node: m.Name, Behind: true}
+			ops := n.Cluster.PeerOps(ctx, m.Name)
+			if ops == "" {
+				results[i].Reason = "its operations address is not known"
+				return
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ops+"/cluster/lot", nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				results[i].Reason = "does not answer: " + err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode == http.StatusNotFound {
+				mixed[i] = true
+				results[i].Reason = "runs a version of Gantry without replicated LoT"
+				return
+			}
+			var ns lotNodeStatus
+			if err := json.NewDecoder(resp.Body).Decode(&ns); err != nil {
+				results[i].Reason = "bad answer: " + err.Error()
+				return
+			}
+			ns.Node = m.Name
+			ns.Behind = lot.Version != 0 && ns.Applied < lot.Version
+			results[i] = ns
+		}()
+	}
+	wg.Wait()
+	out.Nodes = results
+	out.MixedMode = slices.Contains(mixed, true)
+	return out
+}
