@@ -187,7 +187,7 @@ func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
 		DataPlane      *dataplane.Status `json:"dataPlane,omitempty"`
 		RouteListeners []engine.Listener `json:"routeListeners"` // wire_drivers.go
 		LoT            *lotStatus        `json:"lot,omitempty"`  // wire_cluster_lot.go
-	}{Status: n.clusterStatus(), RouteListeners: n.routeListeners(), LoT: n.lotClusterStatus(r.Context())}
+	}{Status: n.clusterStatus(), RouteListeners: n.routeListeners(), LoT: n.lotClusterStatus()}
 	if n.dataPlane != nil {
 		st := n.dataPlane.Status()
 		view.DataPlane = &st

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -49,12 +49,13 @@ type clusterDefs struct {
 	cluster *cluster.Node // nil on a single node; set before Start
 	kick    chan struct{} // (capacity 1) the cluster's state changed
 
-	mu       sync.Mutex    // guards the fields below
-	applied  uint64        // the cluster version the local store matches (0: none)
-	session  string        // the cluster session of applied
-	inSync   bool          // this process has followed the cluster once: later changes are not backed up
-	behind   string        // why the local store does not match the cluster's version, "" when it does
-	progress chan struct{} // closed and replaced whenever applied or behind changes
+	mu       sync.Mutex               // guards the fields below
+	applied  uint64                   // the cluster version the local store matches (0: none)
+	session  string                   // the cluster session of applied
+	inSync   bool                     // this process has followed the cluster once: later changes are not backed up
+	behind   string                   // why the local store does not match the cluster's version, "" when it does
+	progress chan struct{}            // closed and replaced whenever applied or behind changes
+	peers    map[string]lotNodeStatus // the other members' parts of lot, as last asked (refreshLoTPeers)
 }
 
 // lotClusterMark is lotClusterFile.
@@ -329,10 +330,14 @@ func (n *Node) startClusterLoT() {
 	if n.Cluster == nil {
 		return
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		n.lotDefs.follow(n.stop)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.refreshLoTPeers(n.stop)
 	}()
 }
 
@@ -342,6 +347,7 @@ type lotNodeStatus struct {
 	Applied uint64 `json:"applied"`          // the cluster version its definitions match
 	Behind  bool   `json:"behind"`           // it has not applied the cluster's latest version
 	Reason  string `json:"reason,omitempty"` // why it is behind, or why it did not answer
+	mixed   bool   // it does not replicate LoT
 }
 
 // lotStatus is lot in GET /cluster.
@@ -381,60 +387,103 @@ func (n *Node) serveLoTSelf(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(n.selfLoTStatus())
 }
 
-// lotClusterStatus asks every member for its part (GET /cluster/lot on
-// its operations port, in parallel, briefly).
-func (n *Node) lotClusterStatus(ctx context.Context) *lotStatus {
+// lotClusterStatus is lot in GET /cluster: the cluster's definitions as
+// this node applied them, each member's part as last asked
+// (refreshLoTPeers), and the owner map.
+func (n *Node) lotClusterStatus() *lotStatus {
 	if n.Cluster == nil {
 		return nil
 	}
 	lot := n.Cluster.LoT()
 	out := &lotStatus{Version: lot.Version, Changes: lot.Changes, AdoptedFrom: lot.AdoptedFrom,
 		Definitions: len(lot.Defs), Work: lot.Work.Items}
-	st := n.Cluster.Status()
-	ctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
-	defer cancel()
-	results := make([]lotNodeStatus, len(st.Members))
-	mixed := make([]bool, len(st.Members))
-	var wg sync.WaitGroup
-	hc := &http.Client{}
-	for i, m := range st.Members {
+	s := n.lotDefs
+	s.mu.Lock()
+	peers := s.peers
+	s.mu.Unlock()
+	for _, m := range n.Cluster.Status().Members {
 		if m.Self {
-			results[i] = n.selfLoTStatus()
+			out.Nodes = append(out.Nodes, n.selfLoTStatus())
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = lotNodeStatus{Node: m.Name, Behind: true}
-			ops := n.Cluster.PeerOps(ctx, m.Name)
-			if ops == "" {
-				results[i].Reason = "its operations address is not known"
-				return
-			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ops+"/cluster/lot", nil)
-			resp, err := hc.Do(req)
-			if err != nil {
-				results[i].Reason = "does not answer: " + err.Error()
-				return
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode == http.StatusNotFound {
-				mixed[i] = true
-				results[i].Reason = "runs a version of Gantry without replicated LoT"
-				return
-			}
-			var ns lotNodeStatus
-			if err := json.NewDecoder(resp.Body).Decode(&ns); err != nil {
-				results[i].Reason = "bad answer: " + err.Error()
-				return
-			}
-			ns.Node = m.Name
-			ns.Behind = lot.Version != 0 && ns.Applied < lot.Version
-			results[i] = ns
-		}()
+		ns, ok := peers[m.Name]
+		if !ok {
+			ns = lotNodeStatus{Node: m.Name, Behind: true, Reason: "not asked yet"}
+		}
+		ns.Behind = ns.Behind || (lot.Version != 0 && ns.Applied < lot.Version)
+		out.MixedMode = out.MixedMode || ns.mixed
+		out.Nodes = append(out.Nodes, ns)
 	}
-	wg.Wait()
-	out.Nodes = results
-	out.MixedMode = slices.Contains(mixed, true)
 	return out
+}
+
+// lotPeersEvery is how often a node asks the other members for their part
+// of lot in GET /cluster.
+const lotPeersEvery = time.Second
+
+// refreshLoTPeers asks every other member for its part of lot (GET
+// /cluster/lot on its operations port, in parallel, briefly), until stop
+// closes: GET /cluster answers from what they said, without waiting for a
+// frozen peer.
+func (n *Node) refreshLoTPeers(stop <-chan struct{}) {
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	t := time.NewTicker(lotPeersEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		members := n.Cluster.Status().Members
+		views := make(map[string]lotNodeStatus, len(members))
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, m := range members {
+			if m.Self {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ns := n.askLoTPeer(hc, m.Name)
+				mu.Lock()
+				views[m.Name] = ns
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		n.lotDefs.mu.Lock()
+		n.lotDefs.peers = views
+		n.lotDefs.mu.Unlock()
+	}
+}
+
+func (n *Node) askLoTPeer(hc *http.Client, name string) lotNodeStatus {
+	ns := lotNodeStatus{Node: name, Behind: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	ops := n.Cluster.PeerOps(ctx, name)
+	if ops == "" {
+		ns.Reason = "its operations address is not known"
+		return ns
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ops+"/cluster/lot", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		ns.Reason = "does not answer: " + err.Error()
+		return ns
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		ns.mixed, ns.Reason = true, "runs a version of Gantry without replicated LoT"
+		return ns
+	}
+	var got lotNodeStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&got); err != nil {
+		ns.Reason = "bad answer: " + err.Error()
+		return ns
+	}
+	got.Node = name
+	return got
 }
