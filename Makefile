@@ -125,6 +125,7 @@ console-screenshots:
 # another), side by side. Prints a table; about 40 s.
 bench-cluster: build
 	$(GO) run ./build/bench/crossnode -gantry bin/gantry
+	$(GO) run ./build/bench/crossnode -gantry bin/gantry -quorum
 
 # The fault-injection suite (build/chaos, docs/cluster.md#fault-injection):
 # 3 and 5 real nodes under QoS 1 and 2 load, every fault of the matrix in

@@ -630,6 +630,13 @@ func TestDataPlaneRoutesByInterest(t *testing.T) {
 	if got := after.Received.Messages - before.Received.Messages; got != 1 {
 		t.Fatalf("c received %d messages from its peers, want only the retained one", got)
 	}
+	// c is one of the three copies of every partition: it stores the QoS 1
+	// messages (11) without delivering them.
+	if after.Replication != nil && before.Replication != nil {
+		if got := after.Replication.Copied - before.Replication.Copied; got < 11 {
+			t.Fatalf("c stored %d copies, want the 11 QoS 1 messages", got)
+		}
+	}
 	// c subscribes; a message published on a at once after the SUBACK
 	// reaches it (its interest reached a first).
 	for i := range 5 {

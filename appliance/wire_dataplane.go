@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"net"
@@ -52,11 +53,33 @@ func (n *Node) openDataPlane() error {
 		// peers survives a restart of this node.
 		opts.DataDir = cl.DataDir
 	}
+	if cl.ReplicationEnabled {
+		opts.Replication = &dataplane.Replication{
+			Gate:           cl.QuorumGateEnabled,
+			Timeout:        time.Duration(cl.ReplicationTimeoutMs) * time.Millisecond,
+			Window:         cl.ReplicationWindow,
+			CompactEvery:   cl.ReplicationCompactEveryRecords,
+			Replay:         time.Duration(cl.ReplicationReplaySeconds) * time.Second,
+			DeliverReplays: !cl.ReplicationDedupDelivered,
+		}
+		opts.CaughtUp = func(p uint32, node string, _ uint64) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return n.Cluster.ReportCaughtUp(ctx, int(p), node)
+		}
+	}
 	p, err := dataplane.New(opts)
 	if err != nil {
 		return err
 	}
 	n.dataPlane = p
+	if opts.Replication != nil {
+		// New copies are filled by their partition's owner, which reports
+		// them caught up; the map reaches the data plane as it is applied.
+		n.Cluster.SetCopiesReported(true)
+		n.Cluster.OnState(func(st cluster.State) { p.SetMap(st.Partitions) })
+		p.SetMap(n.Cluster.Partitions())
+	}
 	n.Broker.AddPublishHook(p)
 	n.Broker.SetSubscribeHook(p) // a SUBACK waits until the peers know the interest
 	n.Broker.AddObserver(p)      // a peer's link going away makes its interest stale
@@ -142,10 +165,25 @@ var (
 		"Frames from peers dropped: forged (bad signature or link token), replayed, corrupt, or sent by another user.", []string{"reason"}, nil)
 	dpDuplicates = prometheus.NewDesc("coreflux_cluster_dataplane_duplicates_dropped_total",
 		"Reliable messages a peer sent again that this node had delivered already.", nil, nil)
+	repFailures = prometheus.NewDesc("coreflux_replication_quorum_failures_total",
+		"QoS 1/2 publishes refused (0x97, or 0x80 for reason disk) because no majority of their partition's copies stored them.", []string{"reason"}, nil)
+	repWrites = prometheus.NewDesc("coreflux_replication_quorum_writes_total",
+		"QoS 1/2 publishes acknowledged once a majority of their partition's copies stored them.", nil, nil)
+	repInflight = prometheus.NewDesc("coreflux_replication_inflight",
+		"QoS 1/2 publishes waiting for their majority now.", nil, nil)
+	repCopies = prometheus.NewDesc("coreflux_partition_copy_records",
+		"Records this node holds of a partition's copy.", []string{"partition"}, nil)
+	repReplayed = prometheus.NewDesc("coreflux_replication_replayed_total",
+		"Records this node re-delivered for a node that was lost (failover replay).", nil, nil)
+	repReplayDups = prometheus.NewDesc("coreflux_replication_replay_duplicates_dropped_total",
+		"Replay copies this node dropped because it had delivered them (ReplicationDedupDelivered).", nil, nil)
+	repStale = prometheus.NewDesc("coreflux_replication_stale_copies_refused_total",
+		"Copies this node refused because they were written in a partition epoch that is over (a deposed owner's map).", nil, nil)
 )
 
 func (c dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dpBacklog, dpDropped, dpBeDropped, dpUp, dpReceived, dpRefused, dpDuplicates} {
+	for _, d := range []*prometheus.Desc{dpBacklog, dpDropped, dpBeDropped, dpUp, dpReceived, dpRefused, dpDuplicates,
+		repFailures, repWrites, repInflight, repCopies, repReplayed, repReplayDups, repStale} {
 		ch <- d
 	}
 }
@@ -163,5 +201,18 @@ func (c dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(dpDuplicates, prometheus.CounterValue, float64(r.Duplicates))
 	for reason, v := range map[string]uint64{"forged": r.Forged, "replayed": r.Replayed, "corrupt": r.Corrupt, "unauthorized": r.Refused} {
 		ch <- prometheus.MustNewConstMetric(dpRefused, prometheus.CounterValue, float64(v), reason)
+	}
+	if rs := st.Replication; rs != nil {
+		for reason, v := range rs.Failures {
+			ch <- prometheus.MustNewConstMetric(repFailures, prometheus.CounterValue, float64(v), reason)
+		}
+		ch <- prometheus.MustNewConstMetric(repWrites, prometheus.CounterValue, float64(rs.Acknowledged))
+		ch <- prometheus.MustNewConstMetric(repInflight, prometheus.GaugeValue, float64(rs.InFlight))
+		for part, n := range rs.Copies {
+			ch <- prometheus.MustNewConstMetric(repCopies, prometheus.GaugeValue, float64(n), strconv.Itoa(int(part)))
+		}
+		ch <- prometheus.MustNewConstMetric(repReplayed, prometheus.CounterValue, float64(rs.ReplayedOut))
+		ch <- prometheus.MustNewConstMetric(repReplayDups, prometheus.CounterValue, float64(rs.ReplayDuplicates))
+		ch <- prometheus.MustNewConstMetric(repStale, prometheus.CounterValue, float64(rs.StaleCopies))
 	}
 }

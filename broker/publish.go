@@ -367,16 +367,26 @@ func (c *conn) ackLocked(qos byte, pid uint16, rc error) {
 	if rc != nil {
 		code = reasonOf(rc)
 	}
+	t := packet.PUBREC
 	if qos == 1 {
 		c.inflightIn--
-		c.queueAckLocked(packet.PUBACK, pid, code)
-		return
-	}
-	if code.IsError() {
+		t = packet.PUBACK
+	} else if code.IsError() {
 		c.sess.releaseQoS2(pid, nil)
 		c.inflightIn--
 	}
-	c.queueAckLocked(packet.PUBREC, pid, code)
+	var r *Refusal
+	if c.version == packet.V5 && errors.As(rc, &r) && r.Text != "" {
+		a := packet.Ack{Type: t, PacketID: pid, ReasonCode: code}
+		a.Props.Set(packet.PropReasonString)
+		a.Props.ReasonString = r.Text
+		c.outMu.Lock()
+		c.ctrl = a.Append(c.ctrl, c.version)
+		c.outMu.Unlock()
+		c.wakeWriter()
+		return
+	}
+	c.queueAckLocked(t, pid, code)
 }
 
 func (c *conn) queueAckLocked(t packet.Type, pid uint16, code packet.ReasonCode) {
@@ -472,6 +482,18 @@ func (c *conn) handlePubrel(pid uint16) {
 		c.replies = true // the reader's: see replyLocked
 	}
 }
+
+// Refusal is a hook's refusal with a text for an MQTT 5 client (the
+// acknowledgement's Reason String): the cluster's "Cluster starting".
+type Refusal struct {
+	Code packet.ReasonCode
+	Text string
+}
+
+func (r *Refusal) Error() string { return r.Code.Error() + ": " + r.Text }
+
+// Unwrap makes the code the refusal's reason (reasonOf, errors.Is).
+func (r *Refusal) Unwrap() error { return r.Code }
 
 // reasonOf maps an error to the reason code sent to the client.
 func reasonOf(err error) packet.ReasonCode {

@@ -23,6 +23,7 @@ const (
 	opPartitions = "partitions" // a new partition map
 	opUsers      = "users"      // the cluster's users (users.go)
 	opLoT        = "lot"        // LoT definitions and work owners (lot_fsm.go)
+	opCaughtUp   = "caughtUp"   // a new copy of a partition is filled (caughtup.go)
 )
 
 // command is the envelope of every Raft log entry Gantry writes.
@@ -33,6 +34,7 @@ type command struct {
 	Partitions *partition.Map `json:"partitions,omitempty"`
 	Users      *usersChange   `json:"users,omitempty"`
 	LoT        *lotCommand    `json:"lot,omitempty"`
+	CaughtUp   *caughtUp      `json:"caughtUp,omitempty"`
 }
 
 // Session identifies one life of the cluster: it starts when the cluster
@@ -90,6 +92,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 		result, changed = f.applyUsers(c.Users)
 	case opLoT:
 		result, changed = f.applyLoT(c.LoT, l.Index)
+	case opCaughtUp:
+		if c.CaughtUp != nil {
+			f.state.Partitions, changed = f.state.Partitions.MarkCaughtUp(c.CaughtUp.Partition, c.CaughtUp.Node)
+		}
 	}
 	st := f.state
 	f.mu.Unlock()

@@ -51,12 +51,13 @@ type Node struct {
 
 	// hadState is whether the node started with Raft state (it rejoins at
 	// once) or fresh (it waits to be added, then may bootstrap).
-	hadState    bool
-	started     time.Time
-	lastWaitLog time.Time    // run goroutine only
-	learned     atomic.Bool  // advertising the address the peers see (learnAdvertise)
-	holdJoin    atomic.Bool  // the advertised AdvertisedHost does not resolve yet (resolveAdvertised)
-	waiting     atomic.Value // string: why a fresh node has not formed a cluster yet (Status.Waiting)
+	hadState       bool
+	started        time.Time
+	lastWaitLog    time.Time    // run goroutine only
+	learned        atomic.Bool  // advertising the address the peers see (learnAdvertise)
+	holdJoin       atomic.Bool  // the advertised AdvertisedHost does not resolve yet (resolveAdvertised)
+	copiesReported atomic.Bool  // the data plane fills new copies and reports them (caughtup.go)
+	waiting        atomic.Value // string: why a fresh node has not formed a cluster yet (Status.Waiting)
 
 	leaderChanges  atomic.Uint64
 	readyTerm      atomic.Uint64        // the term in which this leader's FSM caught up with the log (run's Barrier)

@@ -96,8 +96,10 @@ func (n *Node) PeerHandler() http.Handler {
 		n.writeSigned(w, http.StatusOK, h)
 	})
 	mux.HandleFunc("POST "+JoinPath, n.serveJoin)
-	mux.HandleFunc("POST "+UsersPath, n.serveUsers) // users.go
-	mux.HandleFunc("POST "+LoTPath, n.serveLoT)     // lot.go
+	mux.HandleFunc("POST "+UsersPath, n.serveUsers)       // users.go
+	mux.HandleFunc("POST "+LoTPath, n.serveLoT)           // lot.go
+	mux.HandleFunc("POST "+UsersPath, n.serveUsers)       // users.go
+	mux.HandleFunc("POST "+CaughtUpPath, n.serveCaughtUp) // caughtup.go
 	return mux
 }
 

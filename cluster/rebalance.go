@@ -14,9 +14,12 @@ const maxPlanRounds = 4
 // are gone for good); members silent for FailoverDelay are not live, so
 // their partitions move to nodes that hold copies.
 //
-// Until the data plane copies partitions, a new copy holds nothing to
-// catch up on: the leader marks it caught up in the same round, and plans
-// again so that owners spread onto the new copies.
+// When the data plane fills new copies (SetCopiesReported), a new copy
+// stays syncing until its partition's owner reports it filled
+// (ReportCaughtUp, an opCaughtUp command), and a later round moves owners
+// onto it. Without it a new copy holds nothing to catch up on: the leader
+// marks it caught up in the same round, and plans again so that owners
+// spread onto the new copies.
 func (n *Node) rebalance() {
 	members, _, err := n.members()
 	if err != nil {
@@ -33,6 +36,10 @@ func (n *Node) rebalance() {
 			return
 		}
 		moves = append(moves, m...)
+		if n.copiesReported.Load() {
+			next = planned
+			break
+		}
 		caught := markAllCaughtUp(planned)
 		if caught.Version == next.Version {
 			break

@@ -104,18 +104,33 @@
 // messages for its offline persistent sessions. Frames to one peer are in
 // publish order, so a publisher's messages arrive in order.
 //
-// # What is not built yet (issues 13 and 14)
+// # Partition copies and the quorum write (quorum.go, copies.go, fill.go)
 //
-// The target design replaces the per-node outbox with partition logs: a
-// QoS 1/2 message is appended to the log of its publisher's partition on
-// the partition's owner (a quorum write on its copies, part 2), and every
-// node consumes each log with a durable cursor, so forwarding, catch-up,
-// failover replay and duplicate suppression are one mechanism. Until then
-// the outbox is per node: a message acknowledged by a node that is then
-// lost for good, before its peers had it, is lost with it (part 2's quorum
-// write closes that). Also still to come: sessions that follow the
-// client, retained messages caught up by a node that joins (and versioned
-// per topic), and the ring topology.
+// With Options.Replication a QoS 1/2 publish is a write to the copies of
+// its publisher's partition (partition.For(client id), the committed map
+// handed over by SetMap): its record in this node's stream names the
+// partition and its epoch, goes to every other copy whether it wants the
+// topic or not, and a copy stores it in its copy log (copies bucket) in the
+// same group commit as its deliveries, before it confirms the frame. The
+// publisher's acknowledgement (broker.ErrDeferred) waits until own write
+// (when this node is a copy) plus confirmations reach a majority of the
+// partition's replicas; admit refuses at once (0x97) without a map, an
+// owner, enough reachable copies or room in the window, and the sweep
+// refuses what waits past the timeout. A copy that knows a higher epoch for
+// the partition stores nothing and answers the frame 0x97 (errStaleCopy):
+// the sender counts none of that frame's copies there.
+//
+// This writes from the node the publisher is connected to, not through the
+// partition's owner as the seed describes: one hop less, and no pause
+// while a lost owner is replaced. The owner's part is what the copies need
+// beyond single writes: it fills a new (syncing) copy from its own, a chunk
+// at a time, and reports it (Options.CaughtUp, committed by the leader); and
+// when a node leaves the map every copy re-delivers that node's records of
+// the replay window, with their origin identity, which receivers check
+// against what they delivered (receiver.delivered, replaySet).
+//
+// Still to come: sessions that follow the client, takeover across nodes,
+// cluster-wide session expiry, and the ring topology.
 //
 // # Concurrency
 //
@@ -124,11 +139,15 @@
 // acknowledgement is deferred (broker.ErrDeferred) and resolved by the
 // store's goroutine after its commit. Each link runs two goroutines (dial
 // and write; read acknowledgements), started by SetPeers and stopped by
-// Stop; the store runs one. Plane.mu guards the set of links; outbox.mu
+// Stop; the store runs one, the quorum write two (runSweep: timeouts;
+// runMaps: fills and replays, on map changes). Plane.mu guards the set of links; outbox.mu
 // guards the outbox and every peer's stream; senderState.mu orders the
 // frames of one sender; store.mu guards the writes waiting for the
-// store's goroutine; Plane.rmu guards the peers' announced interest,
+// store's goroutine; quorumGate.mu the writes waiting for a majority,
+// copyLog.mu the copies' keys, fillState.mu the fills, replaySet.mu the
+// replayed ids; Plane.rmu guards the peers' announced interest,
 // read for every message (also under outbox.mu, from addBestEffort). No
 // lock is held across network I/O or a bbolt transaction; lock order:
-// localInterest.mu, Plane.mu, outbox.mu, Plane.rmu, store.mu.
+// localInterest.mu, Plane.mu, outbox.mu, Plane.rmu, store.mu; and
+// senderState.mu, receiver.mu, replaySet.mu, copyLog.mu, store.mu.
 package dataplane

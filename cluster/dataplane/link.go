@@ -180,9 +180,9 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 	for {
 		if l.p.out.inflight(l.ps) < lim.inflight {
 			frame = wire.AppendHeader(frame[:0], l.p.opts.NodeName, l.p.boot)
-			fpid, n := l.p.out.take(l.ps, lim.maxBytes, want, func(seq uint64, msg []byte, groups []string) int {
-				frame = wire.AppendRecord(frame, seq, msg, groups)
-				return wire.RecordSize(seq, msg, groups)
+			fpid, n := l.p.out.take(l.ps, lim.maxBytes, want, func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int {
+				frame = wire.AppendRecordRep(frame, seq, msg, groups, rep)
+				return wire.RecordSizeRep(seq, msg, groups, rep)
 			}, nextPID)
 			if n > 0 {
 				pub := packet.Publish{Topic: []byte(frameTopic), Payload: l.p.opts.Signer.Sign(frame)}
@@ -231,10 +231,14 @@ func (l *link) readAcks(br *bufio.Reader, acked chan<- struct{}) error {
 			if err := packet.DecodeAck(h, body, packet.V5, &ack); err != nil {
 				return err
 			}
-			if ack.ReasonCode.IsError() {
+			// 0x97: delivered and stored, but the frame held a copy written
+			// in an epoch the peer knows is over; it counts for none of
+			// the frame's quorum writes.
+			stale := ack.ReasonCode == errStaleCopy
+			if ack.ReasonCode.IsError() && !stale {
 				return fmt.Errorf("peer refused a frame: %w", ack.ReasonCode)
 			}
-			if l.p.out.confirm(l.peer, l.ps, ack.PacketID) {
+			if l.p.out.confirm(l.peer, l.ps, ack.PacketID, stale) {
 				select {
 				case acked <- struct{}{}:
 				default:

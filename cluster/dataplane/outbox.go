@@ -3,6 +3,8 @@ package dataplane
 import (
 	"sync"
 	"sync/atomic"
+
+	"gantry/cluster/wire"
 )
 
 // entry is one record for the peers: a message encoded once
@@ -17,6 +19,12 @@ type entry struct {
 	// message to (Plane.sharedFor); nil for most messages.
 	groups map[string][]string
 	only   string // for this peer only (a catch-up); "" for every peer
+	// rep is the record's part for its partition's copies (quorum.go);
+	// nil for records that are not QoS 1/2 publishes of a partition.
+	rep *repInfo
+	// volatile records are not kept across a restart (a new copy's fill,
+	// which its owner sends again): the store keeps an empty placeholder.
+	volatile bool
 }
 
 // ctlEntry is a control record (an interest announcement): sent before
@@ -183,9 +191,9 @@ func (o *outbox) addBestEffort(msg []byte, topic string, groups map[string][]str
 // addReliable appends msg to the stream. With a store, done is called
 // once the record is on disk (or failed to get there) and addReliable
 // returns true; without one it returns false and never calls done.
-func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[string][]string, done func(error)) bool {
+func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) bool {
 	o.mu.Lock()
-	o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups}, done)
+	o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups, rep: rep}, done)
 	for _, ps := range o.peers {
 		signal(ps)
 	}
@@ -193,11 +201,23 @@ func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[s
 	return o.store != nil
 }
 
+// addReplicated appends a QoS 1/2 record of a partition and returns its
+// number; done, when set, runs once it is on disk (with a store).
+func (o *outbox) addReplicated(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) uint64 {
+	o.mu.Lock()
+	seq := o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups, rep: rep}, done)
+	for _, ps := range o.peers {
+		signal(ps)
+	}
+	o.mu.Unlock()
+	return seq
+}
+
 // addReliableFor appends a record for peer only (a catch-up). Nobody
 // waits for it.
-func (o *outbox) addReliableFor(peer string, msg []byte, topic string) {
+func (o *outbox) addReliableFor(peer string, msg []byte, topic string, rep *repInfo) {
 	o.mu.Lock()
-	o.appendLocked(entry{msg: msg, topic: topic, retain: true, only: peer}, nil)
+	o.appendLocked(entry{msg: msg, topic: topic, retain: true, only: peer, rep: rep}, nil)
 	if ps := o.peers[peer]; ps != nil {
 		signal(ps)
 	}
@@ -206,17 +226,22 @@ func (o *outbox) addReliableFor(peer string, msg []byte, topic string) {
 
 // appendLocked numbers e, appends it (dropping the oldest beyond max) and
 // hands it to the store; done, when set, runs once it is on disk.
-func (o *outbox) appendLocked(e entry, done func(error)) {
+func (o *outbox) appendLocked(e entry, done func(error)) uint64 {
 	e.seq = o.head() + 1
 	o.entries = append(o.entries, e)
 	if len(o.entries) > o.max {
 		o.dropOldestLocked()
 	}
 	if o.store != nil {
-		o.store.put(e.seq, e.msg, o.afterWrite(e.seq, done)) // queued for the store's next group commit
+		msg := e.msg
+		if e.volatile {
+			msg = nil // a placeholder: passed over after a restart
+		}
+		o.store.put(e.seq, msg, o.afterWrite(e.seq, done)) // queued for the store's next group commit
 	} else {
 		o.durable = e.seq
 	}
+	return e.seq
 }
 
 // afterWrite returns the store's callback for record seq: on success the
@@ -293,17 +318,18 @@ func (o *outbox) trimLocked() {
 // as in flight, covering the stream up to where take stopped; take
 // returns that identifier (0: send the frame unconfirmed) and how many
 // records were taken.
-func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool, add func(seq uint64, msg []byte, groups []string) int, nextPID func() uint16) (pid uint16, n int) {
+func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool, add func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int, nextPID func() uint16) (pid uint16, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.peers[ps.name] != ps {
 		return 0, 0 // removed: the link is stopping, and the stream's positions no longer move
 	}
 	var dones []func()
+	var wr wire.Rep
 	confirm := false
 	size := 0
 	for _, c := range ps.ctl {
-		size += add(0, c.msg, nil)
+		size += add(0, c.msg, nil, nil)
 		if c.done != nil {
 			dones = append(dones, c.done)
 		}
@@ -317,7 +343,7 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 		if n > 0 && size+len(ps.be[i].msg) > maxBytes {
 			break
 		}
-		size += add(0, ps.be[i].msg, ps.be[i].groups[ps.name])
+		size += add(0, ps.be[i].msg, ps.be[i].groups[ps.name], nil)
 		ps.beBytes -= len(ps.be[i].msg)
 		n++
 	}
@@ -330,14 +356,19 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 			ps.dropped++
 			continue
 		}
-		if (e.only != "" && e.only != ps.name) || (!e.retain && !want(e.topic)) {
+		rep, copy := e.repFor(ps.name, &wr)
+		wanted := e.retain || want(e.topic)
+		if (e.only != "" && e.only != ps.name) || (!copy && (e.rep != nil && e.rep.copyOnly || !wanted)) {
 			ps.sent = e.seq // not for this peer
 			continue
+		}
+		if copy && !wanted {
+			wr.CopyOnly = true // a copy for a peer without a subscriber to it: stored, not delivered
 		}
 		if n > 0 && size+len(e.msg) > maxBytes {
 			break
 		}
-		size += add(e.seq, e.msg, e.groups[ps.name])
+		size += add(e.seq, e.msg, e.groups[ps.name], rep)
 		ps.sent = e.seq
 		confirm = true
 		n++
@@ -365,7 +396,7 @@ func (o *outbox) addControl(ps *peerStream, msg []byte, done func()) {
 // confirm handles the peer's acknowledgement of pid: every record up to
 // that frame's position is confirmed, and the dones of its control records
 // run. It reports whether pid was a frame in flight.
-func (o *outbox) confirm(name string, ps *peerStream, pid uint16) bool {
+func (o *outbox) confirm(name string, ps *peerStream, pid uint16, stale bool) bool {
 	o.mu.Lock()
 	if o.peers[ps.name] != ps {
 		o.mu.Unlock()
@@ -385,12 +416,86 @@ func (o *outbox) confirm(name string, ps *peerStream, pid uint16) bool {
 	if len(ps.frames) == 0 {
 		upTo = ps.sent // the rest up to sent was passed over
 	}
+	var acks []*quorumWrite
+	var filled []func()
+	if !stale {
+		acks, filled = o.copiesConfirmedLocked(name, ps.cursor, f.lastSeq)
+	}
 	o.advanceLocked(ps, upTo)
 	o.mu.Unlock()
+	for _, q := range acks {
+		q.ack()
+	}
+	for _, f := range filled {
+		f()
+	}
 	for _, d := range f.dones {
 		d()
 	}
 	return true
+}
+
+// copiesConfirmedLocked returns the quorum writes that peer's
+// confirmation of the records (from, upTo] counts for: those it stores a
+// copy of.
+func (o *outbox) copiesConfirmedLocked(peer string, from, upTo uint64) (acks []*quorumWrite, filled []func()) {
+	for seq := max(from, o.base) + 1; seq <= upTo && seq <= o.head(); seq++ {
+		r := o.entries[seq-o.base-1].rep
+		if r == nil || !r.isCopy(peer) {
+			continue
+		}
+		if r.q != nil {
+			acks = append(acks, r.q)
+		}
+		if r.filled != nil {
+			filled = append(filled, r.filled)
+		}
+	}
+	return acks, filled
+}
+
+// addVolatileFor appends a record for peer only that a restart forgets
+// (a fill's step, sent again by its owner).
+func (o *outbox) addVolatileFor(peer string, msg []byte, topic string, rep *repInfo) {
+	o.mu.Lock()
+	o.appendLocked(entry{msg: msg, topic: topic, retain: true, only: peer, rep: rep, volatile: true}, nil)
+	if ps := o.peers[peer]; ps != nil {
+		signal(ps)
+	}
+	o.mu.Unlock()
+}
+
+// backlogOver reports whether more than n records wait for some peer.
+func (o *outbox) backlogOver(n int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ps := range o.peers {
+		if int(o.head()-ps.cursor) > n {
+			return true
+		}
+	}
+	return false
+}
+
+// repFor is e's replication part as peer gets it (in wr), and whether
+// peer stores a copy of it.
+func (e *entry) repFor(peer string, wr *wire.Rep) (*wire.Rep, bool) {
+	r := e.rep
+	if r == nil {
+		return nil, false
+	}
+	copy := r.isCopy(peer)
+	*wr = wire.Rep{Copy: copy, CopyOnly: r.copyOnly}
+	if copy {
+		wr.Partition, wr.Epoch = r.partition, r.epoch
+	}
+	if r.origin.origin != "" {
+		wr.Origin, wr.OriginBoot, wr.OriginSeq, wr.At = r.origin.origin, r.origin.boot, r.origin.seq, r.at
+	}
+	if !copy && wr.Origin == "" {
+		return nil, false
+	}
+	return wr, copy
 }
 
 // advanceLocked moves ps's cursor to upTo, stores it and trims.

@@ -17,7 +17,7 @@ func nextPID() uint16 { pids++; return pids }
 // numbers (0 for best effort) and payloads.
 func takeAll(o *outbox, ps *peerStream) (seqs []uint64, msgs []string) {
 	for {
-		_, n := o.take(ps, 1<<20, func(string) bool { return true }, func(seq uint64, msg []byte, _ []string) int {
+		_, n := o.take(ps, 1<<20, func(string) bool { return true }, func(seq uint64, msg []byte, _ []string, _ *wire.Rep) int {
 			seqs, msgs = append(seqs, seq), append(msgs, string(msg))
 			return len(msg)
 		}, nextPID)
@@ -32,7 +32,7 @@ func TestOutboxConfirmResendAndBound(t *testing.T) {
 	a, _ := o.addPeer("a")
 	o.setUp(a, true)
 	for i := range 2 {
-		o.addReliable([]byte(fmt.Sprint("r", i)), "t", false, nil, nil)
+		o.addReliable([]byte(fmt.Sprint("r", i)), "t", false, nil, nil, nil)
 	}
 	o.addBestEffort([]byte("be"), "t", nil, func(string, string) bool { return true })
 	seqs, msgs := takeAll(o, a)
@@ -46,12 +46,12 @@ func TestOutboxConfirmResendAndBound(t *testing.T) {
 	if seqs, _ := takeAll(o, a); fmt.Sprint(seqs) != "[1 2]" {
 		t.Fatalf("after a reconnect: %v, want the unconfirmed records again", seqs)
 	}
-	if !o.confirm("a", a, a.frames[0].pid) || o.stats(a).Backlog != 0 || len(o.entries) != 0 {
+	if !o.confirm("a", a, a.frames[0].pid, false) || o.stats(a).Backlog != 0 || len(o.entries) != 0 {
 		t.Fatalf("after the confirmation: %+v, %d kept", o.stats(a), len(o.entries))
 	}
 	// Beyond max the oldest goes, counted for the peer that missed it.
 	for i := range 5 {
-		o.addReliable([]byte(fmt.Sprint("s", i)), "t", false, nil, nil)
+		o.addReliable([]byte(fmt.Sprint("s", i)), "t", false, nil, nil, nil)
 	}
 	if st := o.stats(a); st.Backlog != 3 || st.Dropped != 2 {
 		t.Fatalf("over the bound: %+v, want backlog 3 and 2 dropped", st)
@@ -79,7 +79,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 	}
 	done := make(chan error, 3)
 	for i := range 3 {
-		if !o.addReliable(wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(fmt.Sprint("m", i))}), "t", false, nil, func(err error) { done <- err }) {
+		if !o.addReliable(wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(fmt.Sprint("m", i))}), "t", false, nil, nil, func(err error) { done <- err }) {
 			t.Fatal("a stored outbox did not wait for the store")
 		}
 	}
@@ -89,8 +89,8 @@ func TestOutboxStoreResumes(t *testing.T) {
 		}
 	}
 	// a confirms a frame with the first record only.
-	pid, _ := o.take(a, 10, func(string) bool { return true }, func(uint64, []byte, []string) int { return 2 }, nextPID)
-	o.confirm("a", a, pid)
+	pid, _ := o.take(a, 10, func(string) bool { return true }, func(uint64, []byte, []string, *wire.Rep) int { return 2 }, nextPID)
+	o.confirm("a", a, pid, false)
 	_ = b
 	st.close()
 
@@ -111,7 +111,7 @@ func TestOutboxStoreResumes(t *testing.T) {
 	// Only t is wanted: the records read back know their topic.
 	var payloads []string
 	for {
-		_, n := o.take(a, 1<<20, func(tp string) bool { return tp == "t" }, func(_ uint64, msg []byte, _ []string) int {
+		_, n := o.take(a, 1<<20, func(tp string) bool { return tp == "t" }, func(_ uint64, msg []byte, _ []string, _ *wire.Rep) int {
 			d, err := wire.DecodeMessage(msg)
 			if err != nil {
 				t.Fatal(err)
@@ -141,21 +141,24 @@ func TestOutboxPassesOverUnwanted(t *testing.T) {
 	o := newOutbox(100, nil)
 	a, _ := o.addPeer("a")
 	o.setUp(a, true)
-	o.addReliable([]byte("x1"), "x/1", false, nil, nil)
-	o.addReliable([]byte("y1"), "y/1", false, nil, nil)
-	o.addReliable([]byte("x2"), "x/2", true, nil, nil)
+	o.addReliable([]byte("x1"), "x/1", false, nil, nil, nil)
+	o.addReliable([]byte("y1"), "y/1", false, nil, nil, nil)
+	o.addReliable([]byte("x2"), "x/2", true, nil, nil, nil)
 	onlyY := func(tp string) bool { return tp[0] == 'y' }
 	var got []string
-	pid, n := o.take(a, 1<<20, onlyY, func(_ uint64, msg []byte, _ []string) int { got = append(got, string(msg)); return len(msg) }, nextPID)
+	pid, n := o.take(a, 1<<20, onlyY, func(_ uint64, msg []byte, _ []string, _ *wire.Rep) int {
+		got = append(got, string(msg))
+		return len(msg)
+	}, nextPID)
 	if fmt.Sprint(got) != "[y1 x2]" || pid == 0 || n != 2 || a.frames[0].lastSeq != 3 {
 		t.Fatalf("took %v (pid %d, n %d, frames %+v), want y1 and the retained x2, covering up to 3", got, pid, n, a.frames)
 	}
-	o.confirm("a", a, pid)
+	o.confirm("a", a, pid, false)
 	if st := o.stats(a); st.Backlog != 0 {
 		t.Fatalf("backlog %d after the confirmation", st.Backlog)
 	}
-	o.addReliable([]byte("x3"), "x/3", false, nil, nil)
-	if _, n := o.take(a, 1<<20, onlyY, func(uint64, []byte, []string) int { return 0 }, nextPID); n != 0 {
+	o.addReliable([]byte("x3"), "x/3", false, nil, nil, nil)
+	if _, n := o.take(a, 1<<20, onlyY, func(uint64, []byte, []string, *wire.Rep) int { return 0 }, nextPID); n != 0 {
 		t.Fatalf("took %d unwanted records", n)
 	}
 	if st := o.stats(a); st.Backlog != 0 || len(o.entries) != 0 {

@@ -66,8 +66,16 @@ type Options struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// TLS, when set, makes links TLS connections (Cluster.UseTls): it
 	// returns the client configuration for a peer's host.
-	TLS    func(host string) (*tls.Config, error)
-	Logger *slog.Logger
+	TLS func(host string) (*tls.Config, error)
+	// Replication, when set (with Reliable), makes a QoS 1/2 publish a
+	// write to its partition's copies (quorum.go); nil forwards as
+	// before, acknowledged once this node has it.
+	Replication *Replication
+	// CaughtUp, when set, reports that node's copy of partition p holds
+	// what this node, its owner, held (the leader commits it; see
+	// fill.go). It may block; it is called from a goroutine of its own.
+	CaughtUp func(p uint32, node string, mapVersion uint64) error
+	Logger   *slog.Logger
 }
 
 // Errors of the data plane.
@@ -96,6 +104,12 @@ type Plane struct {
 	warnLimiter
 
 	retained *retainedVersions
+
+	gate   *quorumGate // nil without Options.Replication
+	copies *copyLog    // the partition copies this node holds
+	fills  fillState
+	// replayedOut counts the records this node re-delivered for lost nodes.
+	replayedOut atomic.Uint64
 
 	local   localInterest
 	rmu     sync.RWMutex // guards remotes; read for every message
@@ -136,17 +150,39 @@ func New(opts Options) (*Plane, error) {
 		}
 		p.store, p.boot = st, st.boot
 		for sender, v := range st.received() {
-			p.recv.senders[sender] = &senderState{boot: v[0], lastSeq: v[1]}
+			s := &senderState{boot: v[0], lastSeq: v[1]}
+			s.mark()
+			p.recv.senders[sender] = s
 		}
 		p.recv.store = st
 	}
 	p.out = newOutbox(opts.ForwardQueueEntries, p.store)
 	p.retained = newRetainedVersions(p.store)
+	if rep := opts.Replication; rep != nil && opts.Reliable {
+		if rep.Timeout <= 0 {
+			rep.Timeout = 5 * time.Second
+		}
+		if rep.Window <= 0 {
+			rep.Window = 1024
+		}
+		if rep.CompactEvery <= 0 {
+			rep.CompactEvery = 50000
+		}
+		p.gate = &quorumGate{opts: *rep, started: time.Now()}
+		p.copies = newCopyLog(rep.CompactEvery, p.store)
+		p.recv.replays.init(replayedMax)
+	}
 	p.local.announced = map[string]struct{}{}
 	p.remotes = map[string]*remoteInterest{}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.runAnnounce()
+	if p.gate != nil {
+		p.fills.kick, p.fills.runs = make(chan struct{}, 1), map[fillKey]*fillRun{}
+		p.wg.Add(2)
+		go p.runSweep()
+		go p.runMaps()
+	}
 	return p, nil
 }
 
@@ -252,7 +288,7 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 	if !reliable && !p.opts.BestEffort {
 		return nil
 	}
-	if !p.out.wanted() {
+	if !p.out.wanted() && (p.gate == nil || m.QoS == 0) {
 		return nil // no peer yet: a one-node cluster
 	}
 	enc := wire.AppendRetained(make([]byte, 0, len(m.Topic)+len(m.Payload)+32), m, version, false)
@@ -269,10 +305,13 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 		return nil
 	}
 	if m.QoS == 0 {
-		p.out.addReliable(enc, m.Topic, m.Retain, groups, nil) // nobody waits for a QoS 0 publish
+		p.out.addReliable(enc, m.Topic, m.Retain, groups, nil, nil) // nobody waits for a QoS 0 publish
 		return nil
 	}
-	if p.out.addReliable(enc, m.Topic, m.Retain, groups, r.Resolve) {
+	if p.gate != nil {
+		return p.replicate(m, enc, groups, r)
+	}
+	if p.out.addReliable(enc, m.Topic, m.Retain, groups, nil, r.Resolve) {
 		return broker.ErrDeferred // acknowledged once the record is on disk
 	}
 	return nil
@@ -326,6 +365,8 @@ type Status struct {
 	TooLarge uint64       `json:"tooLargeKept"`
 	Peers    []PeerStatus `json:"peers"`
 	Received ReceiveStats `json:"received"`
+	// Replication is the quorum write's state (nil when off).
+	Replication *ReplicationStatus `json:"replication,omitempty"`
 }
 
 // Status returns a snapshot of the links and counters.
@@ -349,6 +390,7 @@ func (p *Plane) Status() Status {
 	sort.Slice(st.Peers, func(i, j int) bool { return st.Peers[i].Name < st.Peers[j].Name })
 	st.Received = p.recv.stats()
 	st.TooLarge = p.tooLarge.Load()
+	st.Replication = p.ReplicationStatus()
 	p.local.mu.Lock()
 	st.Interest = len(p.local.announced)
 	p.local.mu.Unlock()

@@ -27,6 +27,11 @@ type receiver struct {
 
 	caughtUp      atomic.Uint64 // retained messages a peer sent to catch this node up, stored
 	staleRetained atomic.Uint64 // retained messages older than the value held, not stored
+
+	replays     replaySet     // other nodes' records delivered here from a replay
+	copied      atomic.Uint64 // records stored as a partition copy
+	staleCopies atomic.Uint64 // copies refused: written in an epoch that is over
+	replayDups  atomic.Uint64 // replay copies of records delivered already, dropped
 }
 
 // senderState is what the receiver remembers of one peer. A link's frames
@@ -37,6 +42,28 @@ type senderState struct {
 	boot    uint64    // the sender's incarnation
 	lastSeq uint64    // highest reliable record delivered from boot
 	lastTS  time.Time // newest envelope timestamp accepted
+
+	// seenBoot and seen mirror boot and lastSeq for readers that do not
+	// hold mu (a replay of this sender's records arriving from another).
+	seenBoot, seen atomic.Uint64
+}
+
+// mark publishes boot and lastSeq; the caller holds mu.
+func (s *senderState) mark() {
+	s.seenBoot.Store(s.boot)
+	s.seen.Store(s.lastSeq)
+}
+
+// delivered reports whether the receiver delivered id from its origin's
+// own stream, or from a replay.
+func (r *receiver) delivered(id copyID) bool {
+	r.mu.Lock()
+	s := r.senders[id.origin]
+	r.mu.Unlock()
+	if s != nil && s.seenBoot.Load() == id.boot && id.seq <= s.seen.Load() {
+		return true
+	}
+	return r.replays.has(id)
 }
 
 // ReceiveStats counts what peers sent this node.
@@ -105,8 +132,12 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	case h.Boot > s.boot:
 		s.boot, s.lastSeq = h.Boot, 0 // a new stream
 	}
+	defer s.mark()
 	prevSeq := s.lastSeq // restored when the frame's deliveries fail, so its resend is taken
 	var batch, retain []*broker.Message
+	var copies map[uint32][]copyRec
+	stale := false
+	now := time.Now().UnixNano()
 	for len(records) > 0 {
 		var rec wire.Record
 		if rec, records, err = wire.NextRecord(records); err != nil {
@@ -119,11 +150,42 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 				continue
 			}
 			s.lastSeq = seq
+			if r.replays.has(copyID{origin: h.Sender, boot: h.Boot, seq: seq}) {
+				r.duplicates.Add(1) // delivered already, from another node's replay
+				continue
+			}
 		}
 		d, derr := wire.DecodeMessage(enc)
 		if derr != nil {
 			err = derr
 			break
+		}
+		if rp := &rec.Rep; p.copies != nil && (rp.Copy || rp.Origin != "") {
+			id, at := copyID{origin: h.Sender, boot: h.Boot, seq: seq}, now
+			if rp.Origin != "" {
+				id, at = copyID{origin: rp.Origin, boot: rp.OriginBoot, seq: rp.OriginSeq}, rp.At
+			}
+			if rp.Copy {
+				if rp.Epoch < p.gate.epoch(rp.Partition) {
+					stale = true // delivered all the same: the sender may get its majority elsewhere
+					r.staleCopies.Add(1)
+				} else {
+					if copies == nil {
+						copies = map[uint32][]copyRec{}
+					}
+					copies[rp.Partition] = append(copies[rp.Partition], copyRec{id: id, at: at, epoch: rp.Epoch, msg: append([]byte(nil), enc...)})
+				}
+			}
+			if rp.CopyOnly {
+				continue
+			}
+			if rp.Origin != "" && !p.gate.opts.DeliverReplays {
+				if id.origin == p.opts.NodeName || r.delivered(id) {
+					r.replayDups.Add(1) // this node's own, or delivered already
+					continue
+				}
+				r.replays.add(id)
+			}
 		}
 		if d.Msg.Topic == wire.InterestTopic {
 			op, filters, ferr := wire.DecodeFilters(d.Msg.Payload)
@@ -162,6 +224,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 				s.mu.Lock()
 				if s.boot == boot && s.lastSeq >= upTo {
 					s.lastSeq = prevSeq
+					s.mark()
 				}
 				s.mu.Unlock()
 			}()
@@ -176,8 +239,14 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	r.frames.Add(1)
 	r.messages.Add(uint64(len(batch)))
 	r.caughtUp.Add(uint64(len(retain)))
-	if len(batch) == 0 && len(retain) == 0 {
-		return nil
+	answer := func(err error) error {
+		if err == nil && stale {
+			return errStaleCopy // the sender counts none of this frame's copies here
+		}
+		return err
+	}
+	if len(batch) == 0 && len(retain) == 0 && len(copies) == 0 {
+		return answer(nil)
 	}
 	// The hook holds one count and each store write that has to finish
 	// another; whoever drops it to zero answers the frame.
@@ -189,7 +258,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 		return nil
 	}
-	confirm := func(err error) { settled(err); res.Resolve(err) }
+	confirm := func(err error) { settled(err); res.Resolve(answer(err)) }
 	if m.QoS == 0 {
 		confirm = settled // nobody waits
 	}
@@ -202,10 +271,15 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 	}
 	left.Store(1)
-	for _, start := range []func() bool{
+	starts := []func() bool{
 		func() bool { return len(batch) > 0 && p.opts.Broker.DeliverBatch(batch, done) },
 		func() bool { return len(retain) > 0 && p.opts.Broker.StoreRetainedBatch(retain, done) },
-	} {
+	}
+	for part, recs := range copies {
+		r.copied.Add(uint64(len(recs)))
+		starts = append(starts, func() bool { return p.copies.add(part, recs, done) })
+	}
+	for _, start := range starts {
 		left.Add(1)
 		if !start() {
 			left.Add(-1)
@@ -214,10 +288,51 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	if left.Add(-1) == 0 {
 		err := result() // everything is durable already
 		settled(err)
-		return err
+		return answer(err)
 	}
 	if m.QoS == 0 {
 		return nil // nobody waits; settled runs when the writes finish
 	}
 	return broker.ErrDeferred
+}
+
+// replayedMax bounds the replay set: the replayed records remembered.
+const replayedMax = 200_000
+
+// replaySet remembers the records delivered here from a failover replay
+// (another node re-sending a lost node's records), oldest out first, so
+// that the same record from its origin's own stream, or from a second
+// replay, is dropped.
+type replaySet struct {
+	mu    sync.Mutex // guards ids and order
+	ids   map[copyID]struct{}
+	order []copyID
+	max   int
+	n     atomic.Int32 // len(ids): the common empty case takes no lock
+}
+
+func (s *replaySet) init(max int) { s.ids, s.max = map[copyID]struct{}{}, max }
+
+func (s *replaySet) has(id copyID) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	_, ok := s.ids[id]
+	s.mu.Unlock()
+	return ok
+}
+
+func (s *replaySet) add(id copyID) {
+	s.mu.Lock()
+	if _, ok := s.ids[id]; !ok {
+		s.ids[id] = struct{}{}
+		s.order = append(s.order, id)
+		if len(s.order) > s.max {
+			delete(s.ids, s.order[0])
+			s.order = s.order[1:]
+		}
+	}
+	s.n.Store(int32(len(s.ids)))
+	s.mu.Unlock()
 }

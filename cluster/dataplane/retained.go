@@ -82,7 +82,7 @@ func (p *Plane) catchUp(peer string) {
 	n := 0
 	p.opts.Broker.RangeRetained(func(m *broker.Message) bool {
 		enc := wire.AppendRetained(nil, m, p.retained.get(m.Topic), true)
-		p.out.addReliableFor(peer, enc, m.Topic)
+		p.out.addReliableFor(peer, enc, m.Topic, nil)
 		n++
 		return true
 	})

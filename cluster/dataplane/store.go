@@ -22,6 +22,7 @@ var (
 	bucketCursors = []byte("cursors")  // peer name → highest seq it confirmed
 	bucketInbox   = []byte("inbox")    // sender name → boot, highest seq delivered from it
 	bucketRetain  = []byte("retained") // topic → version of the retained value stored (counter, node)
+	bucketCopies  = []byte("copies")   // partition (4 bytes) + key (8 bytes) → a record of its copy (copies.go)
 	keyBoot       = []byte("boot")
 	keyBase       = []byte("base")
 )
@@ -41,6 +42,7 @@ type store struct {
 	pendingCursors map[string]uint64
 	inbox          map[string][2]uint64
 	versions       map[string]wire.Version
+	copies         []pendingCopies
 	closed         bool
 	kick           chan struct{}
 	stopped        chan struct{}
@@ -60,7 +62,7 @@ func openStore(path string) (*store, error) {
 	s := &store{db: db, pendingCursors: map[string]uint64{}, inbox: map[string][2]uint64{}, versions: map[string]wire.Version{},
 		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain} {
+		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -102,6 +104,11 @@ func (s *store) loadOutbox() (base uint64, entries []entry) {
 				break // never written so; keep the contiguous part
 			}
 			e := entry{seq: seq, msg: append([]byte(nil), v...)}
+			if len(v) == 0 {
+				e.only = "\x00" // a volatile record's placeholder: for no peer
+				entries = append(entries, e)
+				continue
+			}
 			if d, err := wire.DecodeMessage(e.msg); err == nil {
 				e.topic, e.retain = d.Msg.Topic, d.Msg.Retain // for the peers' interest
 			} else {
@@ -204,12 +211,16 @@ func (s *store) run() {
 	for range s.kick {
 		s.mu.Lock()
 		records, dones, trimTo, cursors, inbox, versions, closed := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.versions, s.closed
-		s.records, s.dones = nil, nil
+		copies := s.copies
+		s.records, s.dones, s.copies = nil, nil, nil
 		s.pendingCursors, s.inbox, s.versions = map[string]uint64{}, map[string][2]uint64{}, map[string]wire.Version{}
 		s.mu.Unlock()
-		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 {
+		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 || len(dones) > 0 {
 			err := s.db.Update(func(tx *bolt.Tx) error {
 				if err := commit(tx, records, trimTo, cursors, inbox); err != nil {
+					return err
+				}
+				if err := commitCopies(tx, copies); err != nil {
 					return err
 				}
 				rb := tx.Bucket(bucketRetain)

@@ -9,8 +9,9 @@ import (
 	"gantry/broker/packet"
 )
 
-// Format is the frame format this package writes and reads.
-const Format = 1
+// Format is the frame format this package writes and reads. Format 2
+// added each record's replication part (Rep).
+const Format = 2
 
 // ErrCorrupt is returned for bytes that are not a frame or a message.
 var ErrCorrupt = errors.New("wire: corrupt data-plane frame")
@@ -42,20 +43,54 @@ func AppendHeader(dst []byte, sender string, boot uint64) []byte {
 // with its sequence number (0: best effort) and the shared subscriptions
 // the receiver delivers it to (usually none), to a frame.
 func AppendRecord(dst []byte, seq uint64, msg []byte, groups []string) []byte {
+	return AppendRecordRep(dst, seq, msg, groups, nil)
+}
+
+// AppendRecordRep is AppendRecord with the record's replication part
+// (nil: none).
+func AppendRecordRep(dst []byte, seq uint64, msg []byte, groups []string, rep *Rep) []byte {
 	dst = binary.AppendUvarint(dst, seq)
 	dst = appendBytes(dst, msg)
 	dst = binary.AppendUvarint(dst, uint64(len(groups)))
 	for _, g := range groups {
 		dst = appendString(dst, g)
 	}
+	if rep == nil {
+		return append(dst, 0)
+	}
+	dst = append(dst, rep.flags())
+	if rep.Copy {
+		dst = binary.AppendUvarint(dst, uint64(rep.Partition))
+		dst = binary.AppendUvarint(dst, rep.Epoch)
+	}
+	if rep.Origin != "" {
+		dst = appendString(dst, rep.Origin)
+		dst = binary.AppendUvarint(dst, rep.OriginBoot)
+		dst = binary.AppendUvarint(dst, rep.OriginSeq)
+		dst = binary.AppendUvarint(dst, uint64(rep.At))
+	}
 	return dst
 }
 
 // RecordSize is the number of bytes AppendRecord adds.
 func RecordSize(seq uint64, msg []byte, groups []string) int {
-	n := uvarintSize(seq) + uvarintSize(uint64(len(msg))) + len(msg) + uvarintSize(uint64(len(groups)))
+	return RecordSizeRep(seq, msg, groups, nil)
+}
+
+// RecordSizeRep is the number of bytes AppendRecordRep adds.
+func RecordSizeRep(seq uint64, msg []byte, groups []string, rep *Rep) int {
+	n := uvarintSize(seq) + uvarintSize(uint64(len(msg))) + len(msg) + uvarintSize(uint64(len(groups))) + 1
 	for _, g := range groups {
 		n += uvarintSize(uint64(len(g))) + len(g)
+	}
+	if rep != nil {
+		if rep.Copy {
+			n += uvarintSize(uint64(rep.Partition)) + uvarintSize(rep.Epoch)
+		}
+		if rep.Origin != "" {
+			n += uvarintSize(uint64(len(rep.Origin))) + len(rep.Origin) + uvarintSize(rep.OriginBoot) +
+				uvarintSize(rep.OriginSeq) + uvarintSize(uint64(rep.At))
+		}
 	}
 	return n
 }
@@ -81,6 +116,52 @@ type Record struct {
 	Seq    uint64   // 0: best effort
 	Msg    []byte   // the message's encoding; aliases the frame
 	Groups []string // shared subscriptions the receiver delivers it to
+	Rep    Rep      // the replication part; zero for most records
+}
+
+// Rep is what a record carries for replication (issue 14's partition
+// copies):
+//
+//	byte     flags: bit 0 Copy, bit 1 origin follows, bit 2 CopyOnly
+//	if Copy:    uvarint partition, uvarint epoch
+//	if origin:  string origin, uvarint boot, uvarint seq, uvarint at
+type Rep struct {
+	// Copy: the receiver is one of the partition's copies and stores the
+	// record in its log of Partition before it confirms, unless Epoch is
+	// older than the partition's epoch it knows (a deposed map).
+	Copy      bool
+	Partition uint32
+	Epoch     uint64
+	// CopyOnly: stored as a copy, not delivered (filling a new copy).
+	CopyOnly bool
+	// Origin, OriginBoot, OriginSeq name the record in the stream of the
+	// node it entered, when another node sends it (a failover replay or
+	// a new copy's fill); At is when it was accepted there (Unix ns).
+	Origin     string
+	OriginBoot uint64
+	OriginSeq  uint64
+	At         int64
+}
+
+const (
+	repCopy     = 0x01
+	repOrigin   = 0x02
+	repCopyOnly = 0x04
+	repKnown    = repCopy | repOrigin | repCopyOnly
+)
+
+func (r *Rep) flags() byte {
+	var f byte
+	if r.Copy {
+		f |= repCopy
+	}
+	if r.Origin != "" {
+		f |= repOrigin
+	}
+	if r.CopyOnly {
+		f |= repCopyOnly
+	}
+	return f
 }
 
 // NextRecord reads the record at the start of records and returns the
@@ -94,6 +175,25 @@ func NextRecord(records []byte) (Record, []byte, error) {
 			rec.Groups = append(rec.Groups, r.string())
 		}
 	}
+	f := r.byte()
+	if r.err == nil && f&^repKnown != 0 {
+		return Record{}, nil, fmt.Errorf("%w: record flags %#x", ErrCorrupt, f)
+	}
+	if f&repCopy != 0 {
+		p := r.uvarint()
+		if p > 1<<32-1 {
+			r.fail("partition")
+		}
+		rec.Rep.Copy, rec.Rep.Partition, rec.Rep.Epoch = true, uint32(p), r.uvarint()
+	}
+	if f&repOrigin != 0 {
+		rec.Rep.Origin, rec.Rep.OriginBoot, rec.Rep.OriginSeq = r.string(), r.uvarint(), r.uvarint()
+		rec.Rep.At = int64(r.uvarint())
+		if rec.Rep.Origin == "" {
+			r.fail("origin")
+		}
+	}
+	rec.Rep.CopyOnly = f&repCopyOnly != 0
 	if r.err != nil {
 		return Record{}, nil, r.err
 	}

@@ -82,9 +82,9 @@ func TestFrameRoundTrip(t *testing.T) {
 func TestCorruptRefused(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":           nil,
-		"unknown format":  {2, 1, 'a', 0},
-		"no sender":       {1, 0, 0},
-		"length too long": {1, 200, 'a'},
+		"unknown format":  {1, 1, 'a', 0},
+		"no sender":       {Format, 0, 0},
+		"length too long": {Format, 200, 'a'},
 	}
 	for name, b := range cases {
 		if _, _, err := ParseHeader(b); !errors.Is(err, ErrCorrupt) {
@@ -161,5 +161,36 @@ func TestRetainedVersionRoundTrip(t *testing.T) {
 		if !c.a.Less(c.b) || c.b.Less(c.a) {
 			t.Fatalf("%+v should be older than %+v", c.a, c.b)
 		}
+	}
+}
+
+func TestRecordReplicationPart(t *testing.T) {
+	msg := AppendMessage(nil, &broker.Message{Topic: "plant/a", Payload: []byte("x"), QoS: 1})
+	cases := map[string]Rep{
+		"none":     {},
+		"copy":     {Copy: true, Partition: 31, Epoch: 7},
+		"replay":   {Origin: "broker-b", OriginBoot: 99, OriginSeq: 12, At: 1764633600000000000},
+		"fill":     {Copy: true, CopyOnly: true, Partition: 4095, Epoch: 1 << 40, Origin: "n", OriginBoot: 1, OriginSeq: 2, At: 3},
+		"copyOnly": {CopyOnly: true},
+	}
+	for name, rep := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := AppendRecordRep(nil, 5, msg, []string{"$share/g/plant/a"}, &rep)
+			if got, want := len(f), RecordSizeRep(5, msg, []string{"$share/g/plant/a"}, &rep); got != want {
+				t.Fatalf("size %d, RecordSizeRep says %d", got, want)
+			}
+			got, rest, err := NextRecord(f)
+			if err != nil || len(rest) != 0 {
+				t.Fatalf("NextRecord: %v, %d bytes left", err, len(rest))
+			}
+			if got.Rep != rep || got.Seq != 5 || string(got.Msg) != string(msg) {
+				t.Fatalf("got %+v, want %+v", got.Rep, rep)
+			}
+		})
+	}
+	bad := AppendRecordRep(nil, 1, msg, nil, nil)
+	bad[len(bad)-1] = 0x80
+	if _, _, err := NextRecord(bad); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unknown record flag: %v, want ErrCorrupt", err)
 	}
 }

@@ -4,7 +4,13 @@
 // node and the subscribers on another, rounds alternating side by side.
 // It prints a Markdown table of deliveries/s and the cross-node ratio.
 //
-//	go run ./build/bench/crossnode -gantry bin/gantry [-rounds 2] [-duration 2s] [-durable]
+// With -quorum it measures the quorum write instead (durability on every
+// node): QoS 1 publishes acknowledged per second on the three nodes, each
+// stored on a majority of its partition's copies, against one durable
+// node; and one publishing connection with 1 against 100 publishes in
+// flight (its PUBACK window, up to the broker's Receive Maximum).
+//
+//	go run ./build/bench/crossnode -gantry bin/gantry [-rounds 2] [-duration 2s] [-durable] [-quorum]
 package main
 
 import (
@@ -29,8 +35,12 @@ func main() {
 	duration := flag.Duration("duration", 2*time.Second, "measurement window per run")
 	warmup := flag.Duration("warmup", time.Second, "load before the window")
 	durable := flag.Bool("durable", false, "durability on every node (QoS 1 acknowledged after fsync)")
+	quorum := flag.Bool("quorum", false, "measure the quorum write (acknowledged publishes/s; implies -durable)")
 	flag.Parse()
-	if err := run(*bin, *rounds, *duration, *warmup, *durable); err != nil {
+	if *quorum {
+		*durable = true
+	}
+	if err := run(*bin, *rounds, *duration, *warmup, *durable, *quorum); err != nil {
 		fmt.Fprintln(os.Stderr, "crossnode:", err)
 		os.Exit(1)
 	}
@@ -45,7 +55,7 @@ type node struct {
 
 func (n *node) mqtt() string { return net.JoinHostPort(n.ip, "1883") }
 
-func run(bin string, rounds int, duration, warmup time.Duration, durable bool) error {
+func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum bool) error {
 	root, err := os.MkdirTemp("", "gantry-crossnode-")
 	if err != nil {
 		return err
@@ -92,6 +102,9 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable bool) e
 	}
 	if err := linksUp(cluster, 60*time.Second); err != nil {
 		return err
+	}
+	if quorum {
+		return runQuorum(single, cluster, rounds, duration, warmup)
 	}
 	scenarios := []load.Scenario{
 		{Name: "fanin", Topology: load.FanIn, Clients: 100, Window: 64},
@@ -199,4 +212,54 @@ func median(v []float64) float64 {
 		}
 	}
 	return s[len(s)/2]
+}
+
+// runQuorum prints the quorum write's two tables.
+func runQuorum(single *node, cluster []*node, rounds int, duration, warmup time.Duration) error {
+	measure := func(sc load.Scenario, addr string) (float64, uint64, error) {
+		cfg := load.Config{QoS: 1, PayloadSize: 16, Warmup: warmup, Duration: duration, Addr: addr}
+		ctx, cancel := context.WithTimeout(context.Background(), duration+warmup+60*time.Second)
+		defer cancel()
+		res, err := load.Run(ctx, sc, cfg)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s on %s: %w", sc.Name, addr, err)
+		}
+		return res.OutRate, res.Lost, nil
+	}
+	many := load.Scenario{Name: "durable", Topology: load.Offline, Clients: 50, Window: 16}
+	var one, three []float64
+	lost := uint64(0)
+	for range rounds {
+		r, l, err := measure(many, single.mqtt())
+		if err != nil {
+			return err
+		}
+		one, lost = append(one, r), lost+l
+		r, l, err = measure(many, cluster[0].mqtt())
+		if err != nil {
+			return err
+		}
+		three, lost = append(three, r), lost+l
+	}
+	fmt.Printf("| QoS 1, 50 publishers, 16 in flight each | one durable node (acknowledged/s) | 3 nodes, quorum (acknowledged/s) | 3 nodes / one node | lost |\n|---|---|---|---|---|\n")
+	fmt.Printf("| durable | %.0f | %.0f | %.2f | %d |\n\n", median(one), median(three), median(three)/median(one), lost)
+	var w1, w100 []float64
+	lost = 0
+	for range rounds {
+		for _, w := range []int{1, 100} {
+			r, l, err := measure(load.Scenario{Name: fmt.Sprint("window-", w), Topology: load.Offline, Clients: 1, Window: w}, cluster[0].mqtt())
+			if err != nil {
+				return err
+			}
+			lost += l
+			if w == 1 {
+				w1 = append(w1, r)
+			} else {
+				w100 = append(w100, r)
+			}
+		}
+	}
+	fmt.Printf("| one connection, 3 nodes, quorum | 1 in flight (acknowledged/s) | 100 in flight (acknowledged/s) | 100 / 1 | lost |\n|---|---|---|---|---|\n")
+	fmt.Printf("| pipelining | %.0f | %.0f | %.1f | %d |\n", median(w1), median(w100), median(w100)/median(w1), lost)
+	return nil
 }

@@ -1,0 +1,120 @@
+package appliance_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"gantry/cluster/dataplane"
+)
+
+// publishCode publishes one QoS 1 message on addr and returns the PUBACK's
+// reason code and reason string (0 and "" for success).
+func publishCode(t *testing.T, addr, client, topic, payload string) (byte, string) {
+	t.Helper()
+	cl, _, err := crashV5(addr, client, true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	pr, err := cl.Publish(ctx, &paho.Publish{Topic: topic, Payload: []byte(payload), QoS: 1})
+	if pr == nil {
+		t.Fatalf("publish %s on %s: %v", topic, addr, err)
+	}
+	text := ""
+	if pr.Properties != nil {
+		text = pr.Properties.ReasonString
+	}
+	return pr.ReasonCode, text
+}
+
+func replicationView(t *testing.T, ip string) *dataplane.ReplicationStatus {
+	t.Helper()
+	dp, err := dataPlaneView(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dp.Replication == nil {
+		t.Fatalf("%s: no dataPlane.replication in GET /cluster", ip)
+	}
+	return dp.Replication
+}
+
+// TestQuorumRefusesWithoutMajority: with both other nodes killed, a QoS 1
+// publish is refused with 0x97 (reason text naming the copies), is not
+// delivered to the node's own subscriber, and is counted; once a second
+// node is back, publishes are acknowledged again.
+func TestQuorumRefusesWithoutMajority(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var got collector
+	defer closeV5(subscribeV5(t, a.addr(), "local-sub", 0, "quorum/#", 1, &got))
+	if code, text := publishCode(t, a.addr(), "pub-q", "quorum/1", "with-majority"); code != 0 {
+		t.Fatalf("publish with every node up: reason %#x %q", code, text)
+	}
+	eventually(t, 10*time.Second, func() error { return got.has("with-majority") })
+	b.kill()
+	c.kill()
+	// Refused at once when the links are seen down, or after
+	// ReplicationTimeoutMs while they are not yet.
+	eventually(t, 30*time.Second, func() error {
+		code, text := publishCode(t, a.addr(), "pub-q", "quorum/1", "without-majority")
+		if code != 0x97 {
+			return fmt.Errorf("publish without a majority: reason %#x %q, want 0x97", code, text)
+		}
+		return nil
+	})
+	rs := replicationView(t, a.ip)
+	if n := rs.Failures["noMajority"] + rs.Failures["timeout"]; n == 0 {
+		t.Fatalf("refusals not counted: %+v", rs.Failures)
+	}
+	b.start()
+	eventually(t, 60*time.Second, func() error {
+		if code, text := publishCode(t, a.addr(), "pub-q", "quorum/1", "majority-back"); code != 0 {
+			return fmt.Errorf("publish with b back: reason %#x %q", code, text)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, func() error { return got.has("majority-back") })
+	if n := got.count("without-majority"); n != 0 {
+		t.Fatalf("a refused publish was delivered %d times", n)
+	}
+}
+
+// TestQuorumAcknowledgedSurvivesLossOfItsNode: a publish acknowledged by
+// a (stored on a and b) while c is down reaches c's persistent subscriber
+// even though a is killed before c returns: b, a copy, re-delivers what
+// a accepted once a leaves the partition map.
+func TestQuorumAcknowledgedSurvivesLossOfItsNode(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var first collector
+	closeV5(subscribeV5(t, c.addr(), "persistent-c", 3600, "line/#", 1, &first))
+	c.kill()
+	var sent []string
+	for i := range 20 {
+		p := fmt.Sprintf("acked-by-a-%d", i)
+		if code, text := publishCode(t, a.addr(), fmt.Sprintf("pub-%d", i), "line/1", p); code != 0 {
+			t.Fatalf("publish %d with a and b up: reason %#x %q", i, code, text)
+		}
+		sent = append(sent, p)
+	}
+	a.kill()
+	c.start()
+	var back collector
+	defer closeV5(subscribeV5(t, c.addr(), "persistent-c", 3600, "line/#", 1, &back))
+	eventually(t, 90*time.Second, func() error { return back.has(sent...) })
+	for _, p := range sent {
+		if n := back.count(p); n > 1 {
+			t.Errorf("%s delivered %d times to one subscriber", p, n)
+		}
+	}
+	if rs := replicationView(t, b.ip); rs.ReplayedOut == 0 {
+		t.Errorf("b replayed nothing: %+v", rs)
+	}
+}

@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/hashicorp/raft"
+)
+
+// CaughtUpPath is the peer protocol's catch-up report: a partition's owner
+// POSTs a signed CaughtUpRequest to the leader once a new copy holds what
+// the owner held; the leader commits Map.MarkCaughtUp.
+const CaughtUpPath = "/cluster/caughtup"
+
+// CaughtUpRequest reports node's copy of Partition filled.
+type CaughtUpRequest struct {
+	ClusterID string `json:"clusterId"`
+	From      string `json:"from"`
+	Partition int    `json:"partition"`
+	Node      string `json:"node"`
+}
+
+// caughtUp is the Raft command of a report (opCaughtUp): applied only
+// while node is still a syncing copy of the partition.
+type caughtUp struct {
+	Partition int    `json:"partition"`
+	Node      string `json:"node"`
+}
+
+// SetCopiesReported tells the control plane that the data plane fills new
+// copies and reports them (ReportCaughtUp): the leader then waits for the
+// reports instead of marking every new copy caught up at once.
+func (n *Node) SetCopiesReported(on bool) { n.copiesReported.Store(on) }
+
+// ReportCaughtUp commits, through the leader, that node's copy of
+// partition p is filled. Without a leader it fails (the caller tries
+// again).
+func (n *Node) ReportCaughtUp(ctx context.Context, p int, node string) error {
+	if n.raft.State() == raft.Leader {
+		return n.apply(command{Version: commandVersion, Op: opCaughtUp, CaughtUp: &caughtUp{Partition: p, Node: node}})
+	}
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return fmt.Errorf("%w: no leader", ErrNoMajority)
+	}
+	ops := n.leaderOps(ctx, string(id), string(addr))
+	if ops == "" {
+		return fmt.Errorf("%w: leader %s at %q", ErrNoMajority, id, addr)
+	}
+	body, _ := json.Marshal(CaughtUpRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Partition: p, Node: node})
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ops+CaughtUpPath, bytes.NewReader(n.signer.Sign(body)))
+	if err != nil {
+		return err
+	}
+	resp, err := n.http.Do(hr)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoMajority, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("cluster: catch-up report refused by %s: %s %s", ops, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}
+
+func (n *Node) serveCaughtUp(w http.ResponseWriter, r *http.Request) {
+	if !n.signer.Enabled() {
+		http.Error(w, "no SharedSecret", http.StatusForbidden)
+		return
+	}
+	var req CaughtUpRequest
+	if err := n.readSigned(r.Body, &req); err != nil {
+		http.Error(w, "bad signature or body", http.StatusForbidden)
+		return
+	}
+	if req.ClusterID != n.opts.ClusterID {
+		http.Error(w, "another cluster", http.StatusConflict)
+		return
+	}
+	if n.raft.State() != raft.Leader {
+		http.Error(w, ErrNotLeader.Error(), http.StatusConflict)
+		return
+	}
+	if err := n.apply(command{Version: commandVersion, Op: opCaughtUp, CaughtUp: &caughtUp{Partition: req.Partition, Node: req.Node}}); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

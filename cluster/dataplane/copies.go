@@ -1,0 +1,286 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// copyID names a QoS 1/2 record by the stream it entered the cluster on:
+// the node (its origin), that node's incarnation and the record's number
+// there. A replay or a new copy's fill carries it, so that every receiver
+// recognises a record it already delivered.
+type copyID struct {
+	origin    string
+	boot, seq uint64
+}
+
+// copyRec is one record of a partition's copy.
+type copyRec struct {
+	id    copyID
+	at    int64  // when the origin accepted it (Unix ns)
+	epoch uint64 // the partition's epoch it was written in
+	msg   []byte // wire.AppendMessage encoding
+}
+
+// partCopy is what this node holds of one partition: keys first..last in
+// the log (first > last when empty); in memory, the records themselves.
+type partCopy struct {
+	first, last uint64
+	mem         []copyRec // without a store: mem[i] has key first+i
+}
+
+func (pc *partCopy) count() int { return int(pc.last + 1 - pc.first) }
+
+// copyLog is this node's copies of the partitions it is a replica of:
+// every QoS 1/2 record written to a partition while this node was one of
+// its copies (and what a new copy was filled with), kept for the failover
+// replay and for filling new copies. With a store it is the copies bucket
+// of dataplane.db, written in the same group commit as the rest, and only
+// the keys are in memory; without one the records are in memory. A
+// partition keeps at most max records (ReplicationCompactEveryRecords):
+// beyond it a tenth of them, the oldest, go in one compaction.
+type copyLog struct {
+	max   int
+	store *store
+
+	mu    sync.Mutex // guards parts
+	parts map[uint32]*partCopy
+}
+
+func newCopyLog(max int, st *store) *copyLog {
+	l := &copyLog{max: max, store: st, parts: map[uint32]*partCopy{}}
+	if st != nil {
+		for p, fl := range st.copyRanges() {
+			l.parts[p] = &partCopy{first: fl[0], last: fl[1]}
+		}
+	}
+	return l
+}
+
+func (l *copyLog) part(p uint32) *partCopy {
+	pc := l.parts[p]
+	if pc == nil {
+		pc = &partCopy{first: 1}
+		l.parts[p] = pc
+	}
+	return pc
+}
+
+// add appends records to partition p's copy; done (with a store: once
+// they are on disk; without one at once) reports the outcome. It returns
+// false when done has already run.
+func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
+	l.mu.Lock()
+	pc := l.part(p)
+	keys := make([]uint64, len(recs))
+	for i := range recs {
+		pc.last++
+		keys[i] = pc.last
+		if l.store == nil {
+			pc.mem = append(pc.mem, recs[i])
+		}
+	}
+	var trimTo uint64
+	if n := pc.count(); n > l.max {
+		drop := n - l.max + l.max/10
+		trimTo = pc.first + uint64(drop) - 1
+		if l.store == nil {
+			clear(pc.mem[:drop])
+			pc.mem = pc.mem[drop:]
+		}
+		pc.first = trimTo + 1
+	}
+	l.mu.Unlock()
+	if l.store == nil {
+		if done != nil {
+			done(nil)
+		}
+		return false
+	}
+	l.store.putCopies(p, keys, recs, trimTo, done)
+	return true
+}
+
+// records calls fn with partition p's records from key from on (0: the
+// oldest), in order, until fn returns false.
+func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) bool) {
+	l.mu.Lock()
+	pc := l.parts[p]
+	if pc == nil {
+		l.mu.Unlock()
+		return
+	}
+	from = max(from, pc.first)
+	if l.store == nil {
+		mem := append([]copyRec(nil), pc.mem[from-pc.first:]...)
+		l.mu.Unlock()
+		for i, r := range mem {
+			if !fn(from+uint64(i), r) {
+				return
+			}
+		}
+		return
+	}
+	l.mu.Unlock()
+	l.store.rangeCopies(p, from, fn)
+}
+
+// last is the key of partition p's newest record (0: none).
+func (l *copyLog) lastKey(p uint32) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pc := l.parts[p]; pc != nil && pc.count() > 0 {
+		return pc.last
+	}
+	return 0
+}
+
+// counts is the number of records held per partition.
+func (l *copyLog) counts() map[uint32]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[uint32]int, len(l.parts))
+	for p, pc := range l.parts {
+		out[p] = pc.count()
+	}
+	return out
+}
+
+// copyKey is a record's key in the copies bucket: partition, then key,
+// big-endian, so that a partition's records are contiguous and in order.
+func copyKey(p uint32, key uint64) []byte {
+	b := binary.BigEndian.AppendUint32(make([]byte, 0, 12), p)
+	return binary.BigEndian.AppendUint64(b, key)
+}
+
+// encodeCopy is a record's value in the copies bucket.
+func encodeCopy(r *copyRec) []byte {
+	b := make([]byte, 0, len(r.msg)+len(r.id.origin)+32)
+	b = binary.AppendUvarint(b, r.epoch)
+	b = binary.AppendUvarint(b, uint64(r.at))
+	b = binary.AppendUvarint(b, r.id.boot)
+	b = binary.AppendUvarint(b, r.id.seq)
+	b = binary.AppendUvarint(b, uint64(len(r.id.origin)))
+	b = append(b, r.id.origin...)
+	return append(b, r.msg...)
+}
+
+// decodeCopy reads a value of the copies bucket; ok is false when it is
+// not one (a damaged file), and the record is skipped.
+func decodeCopy(v []byte) (r copyRec, ok bool) {
+	var vals [5]uint64
+	for i := range vals {
+		x, n := binary.Uvarint(v)
+		if n <= 0 {
+			return r, false
+		}
+		vals[i], v = x, v[n:]
+	}
+	if vals[4] > uint64(len(v)) {
+		return r, false
+	}
+	r.epoch, r.at, r.id.boot, r.id.seq = vals[0], int64(vals[1]), vals[2], vals[3]
+	r.id.origin = string(v[:vals[4]])
+	r.msg = append([]byte(nil), v[vals[4]:]...)
+	return r, true
+}
+
+// copyRanges reads the first and last key of every partition held.
+func (s *store) copyRanges() map[uint32][2]uint64 {
+	out := map[uint32][2]uint64{}
+	s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketCopies).Cursor()
+		k, _ := c.First()
+		for k != nil && len(k) == 12 {
+			p := binary.BigEndian.Uint32(k)
+			first := binary.BigEndian.Uint64(k[4:])
+			var next, lk []byte
+			if p != ^uint32(0) {
+				next, _ = c.Seek(copyKey(p+1, 0))
+			}
+			if next == nil {
+				lk, _ = c.Last()
+			} else {
+				lk, _ = c.Prev()
+			}
+			out[p] = [2]uint64{first, binary.BigEndian.Uint64(lk[4:])}
+			k = next
+		}
+		return nil
+	})
+	return out
+}
+
+// rangeCopies calls fn with partition p's stored records from key from.
+func (s *store) rangeCopies(p uint32, from uint64, fn func(key uint64, r copyRec) bool) {
+	s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketCopies).Cursor()
+		for k, v := c.Seek(copyKey(p, from)); k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == p; k, v = c.Next() {
+			r, ok := decodeCopy(v)
+			if !ok {
+				continue
+			}
+			if !fn(binary.BigEndian.Uint64(k[4:]), r) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+type pendingCopies struct {
+	p      uint32
+	keys   []uint64
+	recs   []copyRec
+	trimTo uint64 // keys up to it go (0: none)
+}
+
+// putCopies queues partition records for the next group commit; done runs
+// once they are on disk.
+func (s *store) putCopies(p uint32, keys []uint64, recs []copyRec, trimTo uint64, done func(error)) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		if done != nil {
+			done(errStoreClosed)
+		}
+		return
+	}
+	s.copies = append(s.copies, pendingCopies{p: p, keys: keys, recs: recs, trimTo: trimTo})
+	if done != nil {
+		s.dones = append(s.dones, done)
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func commitCopies(tx *bolt.Tx, copies []pendingCopies) error {
+	b := tx.Bucket(bucketCopies)
+	for _, pc := range copies {
+		for i := range pc.recs {
+			if err := b.Put(copyKey(pc.p, pc.keys[i]), encodeCopy(&pc.recs[i])); err != nil {
+				return err
+			}
+		}
+		if pc.trimTo == 0 {
+			continue
+		}
+		var gone [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(copyKey(pc.p, 0)); k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == pc.p &&
+			binary.BigEndian.Uint64(k[4:]) <= pc.trimTo; k, _ = c.Next() {
+			gone = append(gone, k)
+		}
+		for _, k := range gone {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+package dataplane
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"gantry/cluster/partition"
+	"gantry/cluster/wire"
+)
+
+// What a node does when the map changes (runMaps): as a partition's
+// owner it fills the new copies of its partitions from its own copy and
+// reports each caught up (Options.CaughtUp); as a copy it re-delivers the
+// records of a node that left the map (lost: its partitions and copies
+// moved away) from the last Replication.Replay, so that a message that
+// node acknowledged but had not passed on reaches every subscriber.
+const (
+	fillChunk    = 1000             // records per fill or replay step
+	fillRetry    = 60 * time.Second // a fill not reported by then starts again
+	reportRetry  = 5 * time.Second  // a report the map does not show yet is sent again
+	mapsEvery    = 2 * time.Second  // runMaps looks again even without a change
+	replayPacing = 20 * time.Millisecond
+)
+
+type fillKey struct {
+	p    uint32
+	node string
+}
+
+// fillRun is one fill of a new copy.
+type fillRun struct {
+	started  time.Time
+	filled   bool // every chunk confirmed
+	reported time.Time
+}
+
+// fillState is runMaps' memory.
+type fillState struct {
+	kick chan struct{} // capacity 1: the map changed
+
+	mu   sync.Mutex // guards runs
+	runs map[fillKey]*fillRun
+
+	seen map[string]bool // nodes the last map placed anything on; runMaps only
+}
+
+// SetMap hands the data plane the committed partition map (on every
+// change applied on this node; it does not block).
+func (p *Plane) SetMap(m partition.Map) {
+	if p.gate == nil {
+		return
+	}
+	if old := p.gate.pmap.Load(); old != nil && old.Version >= m.Version {
+		return
+	}
+	p.gate.pmap.Store(&m)
+	select {
+	case p.fills.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runMaps acts on map changes until Stop.
+func (p *Plane) runMaps() {
+	defer p.wg.Done()
+	t := time.NewTicker(mapsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.fills.kick:
+		case <-t.C:
+		}
+		if m := p.gate.pmap.Load(); m != nil {
+			p.onMap(*m)
+		}
+	}
+}
+
+func (p *Plane) onMap(m partition.Map) {
+	me := p.opts.NodeName
+	placed := map[string]bool{}
+	for _, a := range m.Partitions {
+		for _, n := range a.Replicas {
+			placed[n] = true
+		}
+	}
+	if p.fills.seen != nil {
+		for n := range p.fills.seen {
+			if !placed[n] && n != me {
+				p.replayLost(n, m)
+			}
+		}
+	}
+	p.fills.seen = placed
+	now := time.Now()
+	p.fills.mu.Lock()
+	for k := range p.fills.runs {
+		if int(k.p) >= len(m.Partitions) || m.Partitions[k.p].Owner != me || !slices.Contains(m.Partitions[k.p].Syncing, k.node) {
+			delete(p.fills.runs, k) // caught up, or no longer this node's to fill
+		}
+	}
+	p.fills.mu.Unlock()
+	for i, a := range m.Partitions {
+		if a.Owner != me {
+			continue
+		}
+		for _, node := range a.Syncing {
+			p.fillCopy(uint32(i), node, m.Version, now)
+		}
+	}
+}
+
+// fillCopy starts, restarts or reports the fill of node's copy of part.
+func (p *Plane) fillCopy(part uint32, node string, version uint64, now time.Time) {
+	k := fillKey{part, node}
+	p.fills.mu.Lock()
+	run := p.fills.runs[k]
+	switch {
+	case run == nil || (!run.filled && now.Sub(run.started) > fillRetry):
+		run = &fillRun{started: now}
+		p.fills.runs[k] = run
+		p.fills.mu.Unlock()
+		p.log.Info("filling a new copy of a partition", "partition", part, "copy", node)
+		p.fillFrom(part, node, 0, p.copies.lastKey(part), false, run)
+		return
+	case run.filled && now.Sub(run.reported) > reportRetry:
+		run.reported = now
+		p.fills.mu.Unlock()
+		p.report(part, node, version)
+		return
+	}
+	p.fills.mu.Unlock()
+}
+
+// fillFrom sends node the records of part from key from to end, a chunk
+// at a time: each chunk's last record, once confirmed, sends the next.
+// The first pass ends at the last key when the fill started; a second
+// pass takes what came meanwhile (from nodes that still wrote with the
+// map before node's copy); then the copy is filled and reported.
+func (p *Plane) fillFrom(part uint32, node string, from, end uint64, second bool, run *fillRun) {
+	a, ok := p.assignment(part)
+	if !ok || a.Owner != p.opts.NodeName || p.ctx.Err() != nil {
+		return // no longer this node's to fill
+	}
+	var batch []*repInfo
+	var msgs [][]byte
+	var topics []string
+	next := from
+	p.copies.records(part, from, func(key uint64, r copyRec) bool {
+		if key > end || len(batch) == fillChunk {
+			return false
+		}
+		next = key + 1
+		d, err := wire.DecodeMessage(r.msg)
+		if err != nil {
+			return true
+		}
+		batch = append(batch, &repInfo{partition: part, epoch: a.Epoch, copies: []string{node}, origin: r.id, at: r.at, copyOnly: true})
+		msgs, topics = append(msgs, r.msg), append(topics, d.Msg.Topic)
+		return true
+	})
+	if len(batch) == 0 {
+		if !second {
+			p.fillFrom(part, node, max(next, end+1), p.copies.lastKey(part), true, run)
+			return
+		}
+		p.fills.mu.Lock()
+		run.filled, run.reported = true, time.Now()
+		p.fills.mu.Unlock()
+		v := uint64(0)
+		if m := p.gate.pmap.Load(); m != nil {
+			v = m.Version
+		}
+		p.report(part, node, v)
+		return
+	}
+	batch[len(batch)-1].filled = func() { go p.fillFrom(part, node, next, end, second, run) }
+	for i, rep := range batch {
+		p.out.addVolatileFor(node, msgs[i], topics[i], rep)
+	}
+}
+
+func (p *Plane) assignment(part uint32) (partition.Assignment, bool) {
+	m := p.gate.pmap.Load()
+	if m == nil || int(part) >= len(m.Partitions) {
+		return partition.Assignment{}, false
+	}
+	return m.Partitions[part], true
+}
+
+// report tells the leader node's copy of part is filled.
+func (p *Plane) report(part uint32, node string, version uint64) {
+	if p.opts.CaughtUp == nil {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := p.opts.CaughtUp(part, node, version); err != nil {
+			p.warn("caught-up", "cannot report a filled copy to the leader (tried again)", err)
+			return
+		}
+		p.log.Info("a new copy of a partition is filled", "partition", part, "copy", node)
+	}()
+}
+
+// replayLost re-delivers the records lost accepted in the last
+// Replication.Replay that this node holds a copy of, to every peer that
+// wants them, named by their origin so that receivers drop those they
+// delivered already (ReplicationDedupDelivered). Every copy replays, not
+// only the new owner: a copy that was down when a record was written
+// lacks it, and may be the one that owns the partition now.
+func (p *Plane) replayLost(lost string, m partition.Map) {
+	window := p.gate.opts.Replay
+	if window <= 0 {
+		return
+	}
+	since := time.Now().Add(-window).UnixNano()
+	n := 0
+	for i := range m.Partitions {
+		p.copies.records(uint32(i), 0, func(_ uint64, r copyRec) bool {
+			if r.id.origin != lost || r.at < since {
+				return true
+			}
+			d, err := wire.DecodeMessage(r.msg)
+			if err != nil {
+				return true
+			}
+			for p.out.backlogOver(p.opts.ForwardQueueEntries/2) && p.ctx.Err() == nil {
+				time.Sleep(replayPacing) // paced: never push out what peers still need
+			}
+			p.out.addReliable(r.msg, d.Msg.Topic, d.Msg.Retain, nil, &repInfo{partition: uint32(i), origin: r.id, at: r.at}, nil)
+			n++
+			return p.ctx.Err() == nil
+		})
+	}
+	p.replayedOut.Add(uint64(n))
+	p.log.Info("a node left the partition map: re-delivered what it accepted in the replay window", "node", lost, "records", n, "window", window)
+}

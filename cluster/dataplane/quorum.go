@@ -1,0 +1,383 @@
+package dataplane
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+	"gantry/cluster/partition"
+)
+
+// Replication configures the quorum write (issue 14): a QoS 1/2 message
+// is acknowledged once a majority of its partition's copies stored it.
+type Replication struct {
+	// Gate waits for the majority (Cluster.QuorumGateEnabled). Off, a
+	// publish is acknowledged once this node stored it, as without the
+	// data plane's copies; the records still go to the copies.
+	Gate bool
+	// Timeout is how long a publish waits for its majority before it is
+	// refused with 0x97 (ReplicationTimeoutMs).
+	Timeout time.Duration
+	// Window bounds the publishes waiting for a majority on this node
+	// (ReplicationWindow): beyond it a publish is refused at once.
+	Window int
+	// CompactEvery bounds the records kept per partition copy
+	// (ReplicationCompactEveryRecords).
+	CompactEvery int
+	// Replay is how far back a failover re-delivers a lost node's records
+	// (ReplicationReplaySeconds); 0 re-delivers none.
+	Replay time.Duration
+	// DeliverReplays delivers every replay copy, also those this node
+	// already delivered (ReplicationDedupDelivered false).
+	DeliverReplays bool
+}
+
+// startingFor is how long after start a publish refused for want of a
+// partition map says "Cluster starting" (the seed's bound).
+const startingFor = 30 * time.Second
+
+// Refusal reasons, as GET /cluster and /metrics count them.
+const (
+	failStarting  = "starting"   // no partition map yet
+	failNoOwner   = "noOwner"    // the partition has no owner: failover in progress
+	failNoMajor   = "noMajority" // too few of the partition's copies reachable
+	failWindow    = "window"     // ReplicationWindow publishes wait already
+	failTimeout   = "timeout"    // no majority within ReplicationTimeoutMs
+	failStale     = "stale"      // a copy refused the write: this node's map is older
+	failDisk      = "disk"       // the local write failed (0x80)
+	failReasonsN  = 7
+	quorumSweepIn = 50 * time.Millisecond
+)
+
+var failReasons = [failReasonsN]string{failStarting, failNoOwner, failNoMajor, failWindow, failTimeout, failStale, failDisk}
+
+func refusal(text string) error {
+	return &broker.Refusal{Code: packet.QuotaExceeded, Text: text}
+}
+
+// errStaleCopy answers a frame that held a copy written in an older epoch
+// than the one this node knows for its partition: the sender does not
+// count this node for that frame's writes.
+var errStaleCopy = packet.QuotaExceeded
+
+// quorumWrite is one publish waiting for its majority.
+type quorumWrite struct {
+	need      atomic.Int32 // confirmations still missing
+	done      atomic.Bool
+	res       broker.Resolver
+	deadline  time.Time
+	partition uint32
+	g         *quorumGate
+}
+
+// ack counts one durable copy.
+func (q *quorumWrite) ack() {
+	if q.need.Add(-1) == 0 {
+		q.finish(nil, "")
+	}
+}
+
+// finish answers the publisher once: nil lets it through (routed and
+// acknowledged), an error refuses it.
+func (q *quorumWrite) finish(err error, reason string) {
+	if !q.done.CompareAndSwap(false, true) {
+		return
+	}
+	q.g.pending.Add(-1)
+	if err != nil {
+		q.g.fail(reason)
+	} else {
+		q.g.ok.Add(1)
+	}
+	q.res.Resolve(err)
+}
+
+// repInfo is what a reliable record carries for its partition's copies.
+type repInfo struct {
+	partition uint32
+	epoch     uint64
+	copies    []string     // the peers that store it (the other replicas)
+	q         *quorumWrite // nil: nobody waits for it
+	// origin names a record another node accepted (a replay, a fill);
+	// zero for this node's own.
+	origin   copyID
+	at       int64
+	copyOnly bool // stored by the copies, delivered nowhere
+	// filled, when set, runs once the copy confirmed it (a fill's step).
+	filled func()
+}
+
+func (r *repInfo) isCopy(peer string) bool { return slices.Contains(r.copies, peer) }
+
+// quorumGate tracks the publishes waiting for a majority.
+type quorumGate struct {
+	opts    Replication
+	started time.Time
+
+	pmap atomic.Pointer[partition.Map] // the committed map, as this node applied it
+
+	pending atomic.Int64 // publishes waiting
+	ok      atomic.Uint64
+	failed  [failReasonsN]atomic.Uint64
+
+	mu    sync.Mutex // guards waits
+	waits []*quorumWrite
+}
+
+func (g *quorumGate) fail(reason string) {
+	for i, r := range failReasons {
+		if r == reason {
+			g.failed[i].Add(1)
+		}
+	}
+}
+
+// failures is the refusals by reason.
+func (g *quorumGate) failures() map[string]uint64 {
+	out := make(map[string]uint64, failReasonsN)
+	for i, r := range failReasons {
+		out[r] = g.failed[i].Load()
+	}
+	return out
+}
+
+// admit decides whether a publish of clientID may start a quorum write
+// now: it returns the partition, its assignment and the number of
+// confirmations needed, or a refusal (0x97, with its reason text).
+func (g *quorumGate) admit(self, clientID string, up func(peer string) bool) (uint32, partition.Assignment, int, error) {
+	m := g.pmap.Load()
+	if m == nil || len(m.Partitions) == 0 {
+		if time.Since(g.started) < startingFor {
+			g.fail(failStarting)
+			return 0, partition.Assignment{}, 0, refusal("Cluster starting")
+		}
+		g.fail(failNoMajor)
+		return 0, partition.Assignment{}, 0, refusal("no partition map: the cluster has no majority")
+	}
+	p := uint32(partition.For(clientID, len(m.Partitions)))
+	a := m.Partitions[p]
+	if a.Owner == "" {
+		g.fail(failNoOwner)
+		return p, a, 0, refusal(fmt.Sprintf("partition %d has no owner now (failover in progress)", p))
+	}
+	need := len(a.Replicas)/2 + 1
+	reach := 0
+	for _, r := range a.Replicas {
+		if r == self || up(r) {
+			reach++
+		}
+	}
+	if reach < need {
+		g.fail(failNoMajor)
+		return p, a, 0, refusal(fmt.Sprintf("%d of partition %d's %d copies reachable, %d needed", reach, p, len(a.Replicas), need))
+	}
+	if g.pending.Add(1) > int64(g.opts.Window) {
+		g.pending.Add(-1)
+		g.fail(failWindow)
+		return p, a, 0, refusal(fmt.Sprintf("%d publishes wait for a majority already (ReplicationWindow)", g.opts.Window))
+	}
+	return p, a, need, nil
+}
+
+// wait registers a started write for the timeout sweep.
+func (g *quorumGate) wait(q *quorumWrite) {
+	g.mu.Lock()
+	g.waits = append(g.waits, q)
+	g.mu.Unlock()
+}
+
+// sweep refuses the writes past their deadline and forgets the answered
+// ones. Writes are registered in deadline order.
+func (g *quorumGate) sweep(now time.Time) {
+	g.mu.Lock()
+	i := 0
+	var late []*quorumWrite
+	for ; i < len(g.waits); i++ {
+		q := g.waits[i]
+		if q.done.Load() {
+			continue
+		}
+		if now.Before(q.deadline) {
+			break
+		}
+		late = append(late, q)
+	}
+	// Keep the unanswered ones from i on; answered ones later in the list
+	// go on a later sweep.
+	n := copy(g.waits, g.waits[i:])
+	clear(g.waits[n:])
+	g.waits = g.waits[:n]
+	g.mu.Unlock()
+	for _, q := range late {
+		q.finish(refusal(fmt.Sprintf("no majority of partition %d's copies confirmed within %v", q.partition, g.opts.Timeout)), failTimeout)
+	}
+}
+
+// epoch is the epoch this node knows for partition p (0: none).
+func (g *quorumGate) epoch(p uint32) uint64 {
+	m := g.pmap.Load()
+	if m == nil || int(p) >= len(m.Partitions) {
+		return 0
+	}
+	return m.Partitions[p].Epoch
+}
+
+// errStoreFailed refuses a publish whose local write failed: 0x80.
+var errStoreFailed = packet.UnspecifiedError
+
+// replicate starts the quorum write of a QoS 1/2 publish: the record goes
+// into this node's stream (to every peer that wants it, and to every
+// other copy of its partition, wanted or not) and, when this node is a
+// copy, into its own copy; the publisher is answered once a majority of
+// the copies confirmed a durable write, or refused.
+func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]string, r broker.Resolver) error {
+	g := p.gate
+	part, a, need, err := g.admit(p.opts.NodeName, m.ClientID, p.peerUp)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	self := false
+	others := make([]string, 0, len(a.Replicas))
+	for _, n := range a.Replicas {
+		if n == p.opts.NodeName {
+			self = true
+		} else {
+			others = append(others, n)
+		}
+	}
+	rep := &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano()}
+	var q *quorumWrite
+	if g.opts.Gate {
+		q = &quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g}
+		q.need.Store(int32(need))
+		rep.q = q
+		g.wait(q)
+	} else {
+		g.pending.Add(-1) // nobody waits for the majority
+	}
+	var onWrite func(error)
+	if q != nil {
+		onWrite = func(err error) {
+			if err != nil {
+				q.finish(errStoreFailed, failDisk)
+			}
+		}
+	} else if p.store != nil {
+		onWrite = r.Resolve
+	}
+	seq := p.out.addReplicated(enc, m.Topic, m.Retain, groups, rep, onWrite)
+	if self {
+		own := copyRec{id: copyID{origin: p.opts.NodeName, boot: p.boot, seq: seq}, at: rep.at, epoch: a.Epoch, msg: enc}
+		var done func(error)
+		if q != nil {
+			done = func(err error) {
+				if err != nil {
+					q.finish(errStoreFailed, failDisk)
+					return
+				}
+				q.ack()
+			}
+		}
+		p.copies.add(part, []copyRec{own}, done)
+	}
+	if q == nil && p.store == nil {
+		return nil // in memory and not gated: acknowledged now
+	}
+	return broker.ErrDeferred
+}
+
+// peerUp reports whether the link to peer is connected.
+func (p *Plane) peerUp(peer string) bool {
+	p.mu.RLock()
+	l := p.links[peer]
+	p.mu.RUnlock()
+	return l != nil && l.connected.Load()
+}
+
+// runSweep refuses the quorum writes past their deadline until Stop.
+func (p *Plane) runSweep() {
+	defer p.wg.Done()
+	t := time.NewTicker(quorumSweepIn)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case now := <-t.C:
+			p.gate.sweep(now)
+		}
+	}
+}
+
+// ReplicationStatus is the quorum write's part of GET /cluster.
+type ReplicationStatus struct {
+	QuorumGate bool  `json:"quorumGate"`
+	TimeoutMs  int64 `json:"timeoutMs"`
+	Window     int   `json:"window"`
+	// InFlight is the publishes waiting for their majority now, and
+	// InFlightByPartition the same per partition.
+	InFlight            int64          `json:"inFlight"`
+	InFlightByPartition map[uint32]int `json:"inFlightByPartition,omitempty"`
+	// Acknowledged counts the publishes a majority confirmed; Failures
+	// the refused ones by reason (coreflux_replication_quorum_failures_total).
+	Acknowledged uint64            `json:"quorumWrites"`
+	Failures     map[string]uint64 `json:"quorumFailures"`
+	MapVersion   uint64            `json:"mapVersion"`
+	// Copies is the records this node holds per partition it is (or was)
+	// a copy of.
+	Copies map[uint32]int `json:"copies"`
+	// Copied counts records stored as a copy for other nodes; StaleCopies
+	// the copies refused for an epoch that is over.
+	Copied      uint64 `json:"copied"`
+	StaleCopies uint64 `json:"staleCopiesRefused"`
+	// ReplayedOut counts records this node re-delivered for lost nodes;
+	// ReplayDuplicates the replay copies it dropped, delivered already.
+	ReplayedOut      uint64 `json:"replayed"`
+	ReplayDuplicates uint64 `json:"replayDuplicatesDropped"`
+	// Filling is the new copies this node, their owner, fills now.
+	Filling []FillStatus `json:"filling,omitempty"`
+}
+
+// FillStatus is one new copy being filled.
+type FillStatus struct {
+	Partition uint32    `json:"partition"`
+	Node      string    `json:"node"`
+	Since     time.Time `json:"since"`
+	Filled    bool      `json:"filled"` // reported to the leader, not yet in the map
+}
+
+// ReplicationStatus returns the quorum write's state; nil without one.
+func (p *Plane) ReplicationStatus() *ReplicationStatus {
+	g := p.gate
+	if g == nil {
+		return nil
+	}
+	st := &ReplicationStatus{QuorumGate: g.opts.Gate, TimeoutMs: g.opts.Timeout.Milliseconds(), Window: g.opts.Window,
+		InFlight: g.pending.Load(), Acknowledged: g.ok.Load(), Failures: g.failures(), Copies: p.copies.counts(),
+		Copied: p.recv.copied.Load(), StaleCopies: p.recv.staleCopies.Load(),
+		ReplayedOut: p.replayedOut.Load(), ReplayDuplicates: p.recv.replayDups.Load()}
+	if m := g.pmap.Load(); m != nil {
+		st.MapVersion = m.Version
+	}
+	g.mu.Lock()
+	for _, q := range g.waits {
+		if !q.done.Load() {
+			if st.InFlightByPartition == nil {
+				st.InFlightByPartition = map[uint32]int{}
+			}
+			st.InFlightByPartition[q.partition]++
+		}
+	}
+	g.mu.Unlock()
+	p.fills.mu.Lock()
+	for k, r := range p.fills.runs {
+		st.Filling = append(st.Filling, FillStatus{Partition: k.p, Node: k.node, Since: r.started, Filled: r.filled})
+	}
+	p.fills.mu.Unlock()
+	return st
+}
