@@ -98,7 +98,6 @@ func (n *Node) PeerHandler() http.Handler {
 	mux.HandleFunc("POST "+JoinPath, n.serveJoin)
 	mux.HandleFunc("POST "+UsersPath, n.serveUsers)       // users.go
 	mux.HandleFunc("POST "+LoTPath, n.serveLoT)           // lot.go
-	mux.HandleFunc("POST "+UsersPath, n.serveUsers)       // users.go
 	mux.HandleFunc("POST "+CaughtUpPath, n.serveCaughtUp) // caughtup.go
 	return mux
 }
