@@ -25,6 +25,7 @@ func (n *Node) opsHandler() http.Handler {
 		mux.Handle(cluster.JoinPath, peer)
 		mux.Handle(cluster.UsersPath, peer)
 		mux.Handle(cluster.LoTPath, peer)
+		mux.Handle(cluster.CaughtUpPath, peer)
 		mux.HandleFunc("GET /cluster/lot", n.serveLoTSelf) // wire_cluster_lot.go
 	}
 	mux.Handle("GET /metrics", n.metricsHandler())

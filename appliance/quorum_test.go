@@ -3,11 +3,14 @@ package appliance_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"gantry/cluster"
 	"gantry/cluster/dataplane"
 )
 
@@ -116,5 +119,60 @@ func TestQuorumAcknowledgedSurvivesLossOfItsNode(t *testing.T) {
 	}
 	if rs := replicationView(t, b.ip); rs.ReplayedOut == 0 {
 		t.Errorf("b replayed nothing: %+v", rs)
+	}
+}
+
+// TestQuorumNewCopyFilled: a fourth node that joins gets copies of
+// partitions as syncing replicas; their owners fill them with what was
+// written before it joined and report them caught up through the leader,
+// so the map settles (nothing syncing, the new node owns partitions) and
+// the new node holds every record of the partitions it is a copy of.
+func TestQuorumNewCopyFilled(t *testing.T) {
+	nodes := dataPlaneCluster(t, 4, func(nd *crashNode) {
+		nd.held = strings.HasSuffix(nd.ip, ".4")
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_BOOTSTRAP_PEER_CHECK=false") // three of four form it
+	})
+	a, d := nodes[0], nodes[3]
+	for i := range 40 {
+		if code, text := publishCode(t, a.addr(), fmt.Sprintf("early-%d", i), "fill/x", fmt.Sprint("early-", i)); code != 0 {
+			t.Fatalf("publish %d on three nodes: reason %#x %q", i, code, text)
+		}
+	}
+	written := replicationView(t, a.ip).Copies // a is a copy of every partition now
+	d.start()
+	var last cluster.Status
+	eventually(t, 90*time.Second, func() error {
+		st, err := clusterView(d.ip)
+		if err != nil {
+			return err
+		}
+		owned := 0
+		for i, p := range st.Partitions.Partitions {
+			if len(p.Syncing) > 0 {
+				return fmt.Errorf("partition %d still syncing %v (map %d)", i, p.Syncing, st.Partitions.Version)
+			}
+			if p.Owner == "broker-d" {
+				owned++
+			}
+		}
+		if owned == 0 {
+			return fmt.Errorf("broker-d owns nothing yet (map %d)", st.Partitions.Version)
+		}
+		last = st
+		return nil
+	})
+	held := replicationView(t, d.ip).Copies
+	checked := 0
+	for i, p := range last.Partitions.Partitions {
+		if !slices.Contains(p.Replicas, "broker-d") || written[uint32(i)] == 0 {
+			continue
+		}
+		checked++
+		if held[uint32(i)] < written[uint32(i)] {
+			t.Errorf("partition %d: d holds %d records, a held %d before d joined", i, held[uint32(i)], written[uint32(i)])
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("d is a copy of no partition that had records: %v", held)
 	}
 }
