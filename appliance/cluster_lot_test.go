@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,4 +229,174 @@ func TestClusterLoTDefinitions(t *testing.T) {
 	if r := lotCommand(t, a.ip, pw, "-listEntities"); strings.Contains(r, `"Lone"`) {
 		t.Fatalf("a refused change was applied: %s", r)
 	}
+}
+
+// lotHeard is every message a set of subscribers (one per node) received,
+// with the node it was received on and when.
+type lotHeard struct {
+	mu   sync.Mutex
+	msgs []heardMsg
+}
+
+type heardMsg struct {
+	node, topic, payload string
+	at                   time.Time
+}
+
+// listen subscribes as root on nd to filter, recording into h.
+func (h *lotHeard) listen(t *testing.T, nd *crashNode, pw, filter string) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", net.JoinHostPort(nd.ip, "1883"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, PacketTimeout: 30 * time.Second, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+		func(pr paho.PublishReceived) (bool, error) {
+			h.mu.Lock()
+			h.msgs = append(h.msgs, heardMsg{nd.ip, pr.Packet.Topic, string(pr.Packet.Payload), time.Now()})
+			h.mu.Unlock()
+			return true, nil
+		}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Connect(ctx, &paho.Connect{ClientID: fmt.Sprintf("heard-%d", lotRequests.Add(1)), CleanStart: true, KeepAlive: 30,
+		Username: "root", UsernameFlag: true, Password: []byte(pw), PasswordFlag: true}); err != nil {
+		t.Fatalf("connect to %s: %v", nd.ip, err)
+	}
+	t.Cleanup(func() { c.Disconnect(&paho.Disconnect{}); nc.Close() })
+	if _, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 0}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// since returns the messages on topic received after from, by node.
+func (h *lotHeard) since(topic string, from time.Time) map[string][]time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string][]time.Time{}
+	for _, m := range h.msgs {
+		if m.topic == topic && m.at.After(from) {
+			out[m.node] = append(out[m.node], m.at)
+		}
+	}
+	return out
+}
+
+// workOwner waits until every node of nodes names the same owner of key
+// in lot.work, other than not, and returns it.
+func workOwner(t *testing.T, nodes []*crashNode, key, not string, timeout time.Duration) string {
+	t.Helper()
+	var owner string
+	eventually(t, timeout, func() error {
+		owner = ""
+		for _, nd := range nodes {
+			v, err := lotOf(nd.ip)
+			if err != nil {
+				return err
+			}
+			o := ""
+			for _, w := range v.Work {
+				if w.Key == key {
+					o = w.Owner
+				}
+			}
+			switch {
+			case o == "" || o == not:
+				return fmt.Errorf("%s: %s owned by %q", nd.ip, key, o)
+			case owner != "" && o != owner:
+				return fmt.Errorf("%s says %s is %s's, another node %s's", nd.ip, key, o, owner)
+			}
+			owner = o
+		}
+		return nil
+	})
+	return owner
+}
+
+// TestClusterLoTTimerFailover: an ON EVERY 1 SECOND timer deployed on a
+// follower publishes once a second cluster-wide, from its owner only; an
+// ON START action runs once; the owner killed with kill -9, the timer
+// publishes again from its standby within about 10 s, from one node, and
+// ON START does not run again.
+func TestClusterLoTTimerFailover(t *testing.T) {
+	nodes := clusterOf(t, 3)
+	leader := agreeOnLeader(t, nodes, 3, 30*time.Second, "")
+	lotInSync(t, nodes, 20*time.Second)
+	pw := rootPassword(t, nodes[0])
+	var heard lotHeard
+	for _, nd := range nodes {
+		heard.listen(t, nd, pw, "lot/#")
+	}
+	follower := nodes[1]
+	if leader == "broker-b" {
+		follower = nodes[0]
+	}
+	start := time.Now()
+	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Tick ON EVERY 1 SECOND DO PUBLISH TOPIC "lot/tick" WITH "t"`))
+	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Boot ON START DO PUBLISH TOPIC "lot/boot" WITH "b"`))
+	owner := workOwner(t, nodes, "timer/Tick", "", 10*time.Second)
+	ownerNode, _ := byName(nodes, owner)
+
+	// Once a second, from the owner only.
+	from := time.Now()
+	eventually(t, 10*time.Second, func() error {
+		if n := len(heard.since("lot/tick", from)[ownerNode.ip]); n < 5 {
+			return fmt.Errorf("%d ticks from the owner %s", n, owner)
+		}
+		return nil
+	})
+	got := heard.since("lot/tick", from)
+	if len(got) != 1 || len(got[ownerNode.ip]) > 7 {
+		t.Fatalf("ticks by node %v, want about one a second from the owner %s (%s) only", counts(got), owner, ownerNode.ip)
+	}
+	if n := len(flatten(heard.since("lot/boot", start))); n != 1 {
+		t.Fatalf("ON START ran %d times, want once", n)
+	}
+
+	// The owner killed: its standby takes over within about 10 s.
+	ownerNode.kill()
+	killed := time.Now()
+	var next string
+	eventually(t, 15*time.Second, func() error {
+		got := heard.since("lot/tick", killed)
+		for ip := range got {
+			next = ip
+			return nil
+		}
+		return fmt.Errorf("no tick since %s was killed", owner)
+	})
+	took := heard.since("lot/tick", killed)[next][0].Sub(killed)
+	t.Logf("timer owner %s killed: ticks again on %s after %v", owner, next, took.Round(10*time.Millisecond))
+	if took > 12*time.Second {
+		t.Errorf("the timer came back after %v, want about 10 s", took)
+	}
+	from = time.Now()
+	eventually(t, 10*time.Second, func() error {
+		if n := len(flatten(heard.since("lot/tick", from))); n < 4 {
+			return fmt.Errorf("%d ticks since the takeover", n)
+		}
+		return nil
+	})
+	if got := heard.since("lot/tick", from); len(got) != 1 || len(flatten(got)) > 6 {
+		t.Fatalf("after the takeover, ticks by node %v, want about one a second from one node", counts(got))
+	}
+	if n := len(flatten(heard.since("lot/boot", start))); n != 1 {
+		t.Fatalf("ON START ran %d times after the failover, want once", n)
+	}
+}
+
+func flatten(m map[string][]time.Time) []time.Time {
+	var out []time.Time
+	for _, v := range m {
+		out = append(out, v...)
+	}
+	return out
+}
+
+func counts(m map[string][]time.Time) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[k] = len(v)
+	}
+	return out
 }

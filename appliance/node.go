@@ -49,9 +49,10 @@ type Node struct {
 	clusterOff []string
 	dataPlane  *dataplane.Plane // nil without clustering or a cluster user
 
-	usersTopic   usersTopic    // $SYS/Coreflux/Config/Users (wire_users.go)
-	clusterUsers *clusterUsers // nil without clustering (wire_cluster_users.go)
-	lotDefs      *clusterDefs  // LoT's definitions store, through the cluster when clustered (wire_cluster_lot.go)
+	usersTopic   usersTopic     // $SYS/Coreflux/Config/Users (wire_users.go)
+	clusterUsers *clusterUsers  // nil without clustering (wire_cluster_users.go)
+	lotDefs      *clusterDefs   // LoT's definitions store, through the cluster when clustered (wire_cluster_lot.go)
+	placement    *workPlacement // where timers, ON START and exclusive connectors run; nil with clustering off (wire_cluster_work.go)
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
@@ -196,6 +197,7 @@ func (n *Node) Start() error {
 			s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = 10*time.Second, 30*time.Second, 2*time.Minute
 		})
 	}
+	n.startPlacement() // wire_cluster_work.go
 	if n.Cluster != nil {
 		n.startClusterUsers()
 		n.startClusterLoT()

@@ -232,6 +232,15 @@ func (s *clusterDefs) catchUp(st cluster.State) {
 	}
 }
 
+// matches reports whether the local store holds the cluster's latest
+// definitions, applied without error.
+func (s *clusterDefs) matches() bool {
+	v := s.cluster.LoT().Version
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.behind == "" && s.applied >= v && v != 0
+}
+
 func (s *clusterDefs) setBehind(why string) {
 	s.mu.Lock()
 	if s.behind != why {

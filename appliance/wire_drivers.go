@@ -15,7 +15,10 @@ import (
 // runs; the cluster will place exclusive ones through Manager.Run and
 // Manager.Stop.
 func (n *Node) openDrivers() error {
-	m, err := engine.New(engine.Options{Broker: n.Broker, Logger: n.log})
+	// On a clustered node exclusive connectors run where the owner map
+	// says (wire_cluster_work.go); a node whose clustering does not start
+	// runs them all (placeWork).
+	m, err := engine.New(engine.Options{Broker: n.Broker, Logger: n.log, WaitForOwner: n.cfg.Cluster.Enabled})
 	if err != nil {
 		return err
 	}

@@ -32,8 +32,14 @@ func (n *Node) openLoT() error {
 		n.log.Error("LoT definition skipped", "component", "lot", "err", p)
 	}
 	n.lotDefs = newClusterDefs(store, n.cfg.DataDir, n.log) // wire_cluster_lot.go
+	var placement runtime.Placement
+	if n.cfg.Cluster.Enabled {
+		n.placement = newWorkPlacement(n) // wire_cluster_work.go
+		placement = n.placement
+	}
 	eng, err := runtime.New(runtime.Options{
-		Broker: n.Broker, Store: n.lotDefs, Users: n.lotUsers(),
+		Placement: placement,
+		Broker:    n.Broker, Store: n.lotDefs, Users: n.lotUsers(),
 		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), KeptFile: filepath.Join(n.cfg.DataDir, lotKeptFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
 		SeedRules: true, Logger: n.log,
 		Handlers:   command.Handlers{Users: n.lotUsers()},

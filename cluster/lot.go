@@ -130,6 +130,9 @@ type LoTRequest struct {
 	Base      uint64      `json:"base"`
 	Deletes   []LoTDelete `json:"deletes,omitempty"`
 	Puts      []LoTDef    `json:"puts,omitempty"`
+	// Start, when set, is an ON START claim (ClaimStart) instead of a
+	// change of the definitions.
+	Start *StartClaim `json:"start,omitempty"`
 }
 
 // LoTReply answers a LoTRequest.
@@ -158,7 +161,11 @@ func (n *Node) serveLoT(w http.ResponseWriter, r *http.Request) {
 	}
 	var v uint64
 	err := error(ErrNotLeader)
-	if n.raft.State() == raft.Leader {
+	switch {
+	case n.raft.State() != raft.Leader:
+	case req.Start != nil:
+		v, err = n.commitLoT(&lotCommand{From: req.From, Start: req.Start})
+	default:
 		v, err = n.leaderChangeLoT(req.Base, req.Deletes, req.Puts, req.From)
 	}
 	rep, status := LoTReply{Version: v}, http.StatusOK
@@ -170,6 +177,8 @@ func (n *Node) serveLoT(w http.ResponseWriter, r *http.Request) {
 			rep.Code, rep.Conflict = "conflict", c.Current
 		case errors.Is(err, ErrLoTNotFound):
 			rep.Code = "notFound"
+		case errors.Is(err, ErrStartClaimed):
+			rep.Code = "claimed"
 		case errors.Is(err, ErrNotLeader):
 			rep.Code = "notLeader"
 		case errors.Is(err, ErrLoTNoMajority):
@@ -211,6 +220,8 @@ func PostLoT(ctx context.Context, client *http.Client, signer *signing.Signer, o
 		return 0, &LoTConflictError{Current: rep.Conflict}
 	case "notFound":
 		return 0, fmt.Errorf("%w (%s)", ErrLoTNotFound, rep.Error)
+	case "claimed":
+		return 0, ErrStartClaimed
 	case "notLeader", "noMajority":
 		return 0, fmt.Errorf("%w: %s", ErrLoTNoMajority, rep.Error)
 	}
@@ -229,4 +240,33 @@ func (n *Node) PeerOps(ctx context.Context, name string) string {
 		return ""
 	}
 	return n.leaderOps(ctx, name, m.addr)
+}
+
+// ClaimStart claims the run of the ON START action c.Action with code
+// c.Code in this cluster session, through the leader: nil means this node
+// runs it now; ErrStartClaimed that it already ran (or was claimed) with
+// that code in this session. Claimed before it runs, an action runs at
+// most once per session and code, even when its node fails meanwhile.
+func (n *Node) ClaimStart(ctx context.Context, c StartClaim) error {
+	st := n.fsm.current().LoT
+	if st.Started[c.Action] == c.Code {
+		return ErrStartClaimed
+	}
+	c.Node = n.opts.NodeName
+	if n.raft.State() == raft.Leader {
+		_, err := n.commitLoT(&lotCommand{From: n.opts.NodeName, Start: &c})
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, lotTimeout)
+	defer cancel()
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return fmt.Errorf("%w: no leader", ErrLoTNoMajority)
+	}
+	ops := n.leaderOps(ctx, string(id), string(addr))
+	if ops == "" {
+		return fmt.Errorf("%w: leader %s at %q", ErrLoTNoMajority, id, addr)
+	}
+	_, err := PostLoT(ctx, n.http, n.signer, ops, LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Start: &c})
+	return err
 }

@@ -57,7 +57,7 @@ type lotCommand struct {
 	Deletes []LoTDelete `json:"deletes,omitempty"`
 	Puts    []LoTDef    `json:"puts,omitempty"`
 	Work    *WorkMap    `json:"work,omitempty"`
-	Start   *startClaim `json:"start,omitempty"`
+	Start   *StartClaim `json:"start,omitempty"`
 }
 
 // Errors of LoT changes.

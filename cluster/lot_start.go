@@ -14,15 +14,15 @@ import (
 // this session with this code.
 var ErrStartClaimed = errors.New("cluster: ON START already ran in this cluster session with this code")
 
-// startClaim claims one ON START run.
-type startClaim struct {
+// StartClaim claims one ON START run.
+type StartClaim struct {
 	Action string `json:"action"`
 	Code   string `json:"code"` // a hash of the action's source
-	Node   string `json:"node"`
+	Node   string `json:"node"` // the node that runs it
 }
 
 // applyStart runs on the FSM (mu held).
-func (f *fsm) applyStart(c *startClaim) (any, bool) {
+func (f *fsm) applyStart(c *StartClaim) (any, bool) {
 	st := &f.state.LoT
 	if st.Started[c.Action] == c.Code {
 		return ErrStartClaimed, false

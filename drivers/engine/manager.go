@@ -221,6 +221,9 @@ func (m *Manager) Stop(name string) error {
 		return nil
 	}
 	c.stop()
+	if m.o.WaitForOwner {
+		c.setState(Standby, "")
+	}
 	return nil
 }
 
@@ -230,6 +233,9 @@ type Info struct {
 	Type        string
 	ClusterNode string // CONNECTOR_CONFIG CLUSTER_NODE
 	Running     bool
+	// Server: a server connector, which runs on every node without Run;
+	// the others are exclusive connections that run where Run says.
+	Server bool
 }
 
 // Connectors lists the deployed connectors, by name.
@@ -238,7 +244,8 @@ func (m *Manager) Connectors() []Info {
 	defer m.mu.Unlock()
 	out := make([]Info, 0, len(m.connectors))
 	for _, c := range m.connectors {
-		out = append(out, Info{Name: c.spec.Name, Type: c.spec.Type, ClusterNode: c.spec.ClusterNode, Running: c.running()})
+		out = append(out, Info{Name: c.spec.Name, Type: c.spec.Type, ClusterNode: c.spec.ClusterNode, Running: c.running(),
+			Server: serverTypes[c.spec.Type]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -296,6 +303,9 @@ func (m *Manager) newConnector(d Definition, env drivers.Env) *connector {
 	}
 	c.spec, c.describe, c.run = b.spec, b.describe, b.run
 	c.st.state, c.st.since = Disconnected, time.Now()
+	if m.o.WaitForOwner && !serverTypes[d.Def.Type] {
+		c.st.state = Standby // until Run
+	}
 	c.clientID = ClientPrefix + d.Name
 	return c
 }

@@ -15,6 +15,9 @@ const (
 	Reconnecting = "Reconnecting"
 	Stopped      = "Stopped"
 	Invalid      = "Invalid" // the definition does not build: it does not run
+	// Standby: a cluster node holds the definition while its owner, another
+	// node, runs it (Options.WaitForOwner).
+	Standby = "Standby"
 )
 
 // Health summarises a connector: Green all well, Yellow connected with

@@ -69,6 +69,9 @@ type Options struct {
 	// Connectors runs the deployed connectors (the drivers); nil: they
 	// are only stored and published.
 	Connectors Connectors
+	// Placement, when set, says where timers and ON START actions run
+	// (placement.go); nil runs them here.
+	Placement Placement
 	// Handlers completes the command interface with what the engine does
 	// not own (users); the engine fills in Entities, Runner, Environment
 	// and Projects.

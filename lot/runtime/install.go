@@ -174,6 +174,9 @@ func (e *Engine) reschedule(d *deployment) {
 // timerFunc runs the current version of the action name.
 func (e *Engine) timerFunc(name string) schedule.Func {
 	return func(ctx context.Context, t schedule.Tick) {
+		if p := e.o.Placement; p != nil && !p.RunsHere(WorkTimer+name) {
+			return // another node owns it (or this one is cut off)
+		}
 		if a := e.dep.Load().actions[name]; a != nil {
 			e.runAction(a, nil, 0)
 		}
@@ -184,6 +187,9 @@ func (e *Engine) timerFunc(name string) schedule.Func {
 // ones, all of them at start (LOT.md, Gantry's decisions: ON START runs
 // when the definition starts).
 func (e *Engine) runStart(d *deployment, starts func(name string) bool) {
+	if e.o.Placement != nil {
+		return // the placement runs them on their owner (RunStart)
+	}
 	for _, def := range d.defs { // in the store's order, by name
 		a := d.actions[def.Name]
 		if def.Kind == defs.Action && a != nil && a.def.Trigger != nil && a.def.Trigger.Kind == syntax.TriggerStart &&
