@@ -16,12 +16,13 @@ func TestCheck(t *testing.T) {
 		nodes []string // node of each attempt
 		conns []int    // connection of each attempt
 		acked bool
-		refs  int // refusals
+		refs  int // the first refs attempts were refused
 	}
 	type recv struct {
-		sub  string
-		id   msgID
-		conn int
+		sub     string
+		id      msgID
+		conn    int
+		attempt int
 	}
 	cases := []struct {
 		name  string
@@ -31,7 +32,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"all delivered",
 			[]send{{msgID{0, 1}, 1, []string{"a"}, []int{1}, true, 0}, {msgID{0, 2}, 1, []string{"a"}, []int{1}, true, 0}},
-			[]recv{{"s1", msgID{0, 1}, 1}, {"s1", msgID{0, 2}, 1}},
+			[]recv{{"s1", msgID{0, 1}, 1, 0}, {"s1", msgID{0, 2}, 1, 0}},
 			row{acked: 2, delivered: 2}},
 		{"acknowledged, missing",
 			[]send{{msgID{0, 1}, 1, []string{"a"}, []int{1}, true, 0}, {msgID{0, 2}, 1, []string{"a"}, []int{1}, false, 0}},
@@ -39,42 +40,54 @@ func TestCheck(t *testing.T) {
 			row{acked: 1, lost: 1}},
 		{"QoS 1 twice is a duplicate, not a violation",
 			[]send{{msgID{0, 1}, 1, []string{"a"}, []int{1}, true, 0}},
-			[]recv{{"s1", msgID{0, 1}, 1}, {"s1", msgID{0, 1}, 1}},
+			[]recv{{"s1", msgID{0, 1}, 1, 0}, {"s1", msgID{0, 1}, 1, 0}},
 			row{acked: 1, delivered: 1, dups: 1}},
 		{"QoS 2 twice on one connection, sent once",
 			[]send{{msgID{1, 1}, 2, []string{"a"}, []int{1}, true, 0}},
-			[]recv{{"s1", msgID{1, 1}, 1}, {"s1", msgID{1, 1}, 1}},
+			[]recv{{"s1", msgID{1, 1}, 1, 0}, {"s1", msgID{1, 1}, 1, 0}},
 			row{acked: 1, delivered: 1, dups: 1, qos2Dup: 1}},
 		{"QoS 2 twice after the subscriber reconnected",
 			[]send{{msgID{1, 1}, 2, []string{"a"}, []int{1}, true, 0}},
-			[]recv{{"s1", msgID{1, 1}, 1}, {"s1", msgID{1, 1}, 2}},
+			[]recv{{"s1", msgID{1, 1}, 1, 0}, {"s1", msgID{1, 1}, 2, 0}},
 			row{acked: 1, delivered: 1, dups: 1}},
 		{"QoS 2 twice after the publisher resent on another node",
 			[]send{{msgID{1, 1}, 2, []string{"a", "b"}, []int{1, 2}, true, 0}},
-			[]recv{{"s1", msgID{1, 1}, 1}, {"s1", msgID{1, 1}, 1}},
+			[]recv{{"s1", msgID{1, 1}, 1, 0}, {"s1", msgID{1, 1}, 1, 1}},
 			row{acked: 1, delivered: 1, dups: 1, qos2Resnt: 1}},
+		{"QoS 2 resent, its first attempt delivered twice",
+			[]send{{msgID{1, 1}, 2, []string{"a", "b"}, []int{1, 2}, true, 0}},
+			[]recv{{"s1", msgID{1, 1}, 1, 0}, {"s1", msgID{1, 1}, 1, 0}},
+			row{acked: 1, delivered: 1, dups: 1, qos2Dup: 1}},
 		{"out of order on one node",
 			[]send{{msgID{0, 1}, 1, []string{"a"}, []int{1}, true, 0}, {msgID{0, 2}, 1, []string{"a"}, []int{1}, true, 0}},
-			[]recv{{"s1", msgID{0, 2}, 1}, {"s1", msgID{0, 1}, 1}},
+			[]recv{{"s1", msgID{0, 2}, 1, 0}, {"s1", msgID{0, 1}, 1, 0}},
 			row{acked: 2, delivered: 2, order: 1}},
 		{"out of order across a publisher's failover",
 			[]send{{msgID{0, 1}, 1, []string{"a"}, []int{1}, true, 0}, {msgID{0, 2}, 1, []string{"b"}, []int{2}, true, 0}},
-			[]recv{{"s1", msgID{0, 2}, 1}, {"s1", msgID{0, 1}, 1}},
+			[]recv{{"s1", msgID{0, 2}, 1, 0}, {"s1", msgID{0, 1}, 1, 0}},
 			row{acked: 2, delivered: 2}},
 		{"refused every time, delivered",
 			[]send{{msgID{0, 1}, 1, []string{"a", "a"}, []int{1, 1}, false, 2}},
-			[]recv{{"s1", msgID{0, 1}, 1}},
+			[]recv{{"s1", msgID{0, 1}, 1, 1}},
 			row{refused: 2, refusedIn: 1}},
+		{"refused, then acknowledged: the refused attempt delivered",
+			[]send{{msgID{0, 1}, 1, []string{"a", "a"}, []int{1, 1}, true, 1}},
+			[]recv{{"s1", msgID{0, 1}, 1, 0}, {"s1", msgID{0, 1}, 1, 1}},
+			row{acked: 1, refused: 1, delivered: 1, dups: 1, refusedIn: 1}},
+		{"refused, then acknowledged, delivered once",
+			[]send{{msgID{0, 1}, 1, []string{"a", "a"}, []int{1, 1}, true, 1}},
+			[]recv{{"s1", msgID{0, 1}, 1, 1}},
+			row{acked: 1, refused: 1, delivered: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHistory()
 			for i, s := range tc.sends {
 				for k, n := range s.nodes {
-					h.attempt(s.id, s.qos, n, s.conns[k])
-				}
-				for range s.refs {
-					h.refused(s.id, 0x97)
+					a := h.attempt(s.id, s.qos, n, s.conns[k])
+					if a < s.refs {
+						h.refused(s.id, a, 0x97)
+					}
 				}
 				if s.acked {
 					h.ack(s.id, s.nodes[len(s.nodes)-1])
@@ -82,7 +95,7 @@ func TestCheck(t *testing.T) {
 				h.sent[s.id].first = t0.Add(time.Duration(i) * time.Millisecond)
 			}
 			for _, r := range tc.recvs {
-				h.deliver(r.sub, r.id.payload(h.sent[r.id].qos), r.conn)
+				h.deliver(r.sub, r.id.payload(h.sent[r.id].qos, r.attempt), r.conn)
 			}
 			got := check(h, []phase{{start: t0.Add(-time.Second), end: t0.Add(time.Second)}}, []string{"s1"})[0]
 			if got.acked != tc.want.acked || got.refused != tc.want.refused || got.delivered != tc.want.delivered ||

@@ -30,6 +30,7 @@ type clusterOptions struct {
 	FullDiskNode int
 	TmpfsSize    string
 	Log          *slog.Logger
+	Logs         string // a directory for every node's log, "" for none
 }
 
 // cluster is n gantry processes set up as the seed's quick start with
@@ -62,6 +63,11 @@ func newCluster(o clusterOptions) (c *cluster, err error) {
 	var seeds []string
 	for i := range o.Nodes {
 		n := &node{name: "broker-" + string(rune('a'+i)), bin: o.Bin, dataDir: filepath.Join(o.Dir, tag, fmt.Sprint("node-", i+1))}
+		if o.Logs != "" {
+			if n.logFile, err = os.Create(filepath.Join(o.Logs, fmt.Sprintf("%s-%d-%s.log", tag, o.Nodes, n.name))); err != nil {
+				return c, err
+			}
+		}
 		if err := c.net.place(n, i); err != nil {
 			return c, err
 		}
@@ -134,6 +140,11 @@ func (c *cluster) close() error {
 		}
 	}
 	errs = append(errs, c.net.close())
+	for _, n := range c.nodes {
+		if n.logFile != nil {
+			n.logFile.Close()
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
@@ -20,15 +21,18 @@ const (
 // msgID names one message: publisher number and sequence (from 1).
 type msgID struct{ pub, seq int }
 
-func (m msgID) payload(qos byte) []byte { return fmt.Appendf(nil, "p=%d s=%d q=%d", m.pub, m.seq, qos) }
+// payload is what attempt (0, 1, …) of m carries: every PUBLISH of a
+// message is told apart, so a delivery names the attempt it came from.
+func (m msgID) payload(qos byte, attempt int) []byte {
+	return fmt.Appendf(nil, "p=%d s=%d q=%d a=%d", m.pub, m.seq, qos, attempt)
+}
 
-func parsePayload(b []byte) (msgID, bool) {
-	var m msgID
+func parsePayload(b []byte) (id msgID, attempt int, ok bool) {
 	var q int
-	if n, err := fmt.Sscanf(string(b), "p=%d s=%d q=%d", &m.pub, &m.seq, &q); err != nil || n != 3 {
-		return m, false
+	if n, err := fmt.Sscanf(string(b), "p=%d s=%d q=%d a=%d", &id.pub, &id.seq, &q, &attempt); err != nil || n != 4 {
+		return id, 0, false
 	}
-	return m, true
+	return id, attempt, true
 }
 
 // sent is what a publisher did with one message.
@@ -44,27 +48,18 @@ type sent struct {
 
 // attempt is one PUBLISH of a message.
 type attempt struct {
-	node string
-	conn int // the publisher's connection number
-	at   time.Time
-}
-
-// sessions is the number of publisher connections the message was sent on.
-func (s *sent) sessions() int {
-	n := 0
-	for i, a := range s.attempts {
-		if i == 0 || a.conn != s.attempts[i-1].conn {
-			n++
-		}
-	}
-	return n
+	node    string
+	conn    int // the publisher's connection number
+	at      time.Time
+	refused byte // the reason code of a refusal (≥ 0x80), 0 otherwise
 }
 
 // delivery is one message a subscriber received.
 type delivery struct {
-	id   msgID
-	at   time.Time
-	conn int // the subscriber's connection number (1, 2, … per reconnect)
+	id      msgID
+	attempt int // which PUBLISH of the message it came from
+	at      time.Time
+	conn    int // the subscriber's connection number (1, 2, … per reconnect)
 }
 
 // history is everything publishers and subscribers saw.
@@ -80,7 +75,8 @@ func newHistory() *history {
 	return &history{sent: map[msgID]*sent{}, recv: map[string][]delivery{}, lostSess: map[string][]time.Time{}}
 }
 
-func (h *history) attempt(id msgID, qos byte, node string, conn int) {
+// attempt records a PUBLISH of id and returns its attempt number.
+func (h *history) attempt(id msgID, qos byte, node string, conn int) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.sent[id]
@@ -89,6 +85,7 @@ func (h *history) attempt(id msgID, qos byte, node string, conn int) {
 		h.sent[id] = s
 	}
 	s.attempts = append(s.attempts, attempt{node: node, conn: conn, at: time.Now()})
+	return len(s.attempts) - 1
 }
 
 func (h *history) ack(id msgID, node string) {
@@ -98,21 +95,24 @@ func (h *history) ack(id msgID, node string) {
 	s.acked, s.ackedAt, s.ackedOn = true, time.Now(), node
 }
 
-func (h *history) refused(id msgID, code byte) {
+// refused records that attempt a of id was refused with code.
+func (h *history) refused(id msgID, a int, code byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.sent[id].refusals[code]++
+	s := h.sent[id]
+	s.refusals[code]++
+	s.attempts[a].refused = code
 }
 
 func (h *history) deliver(sub string, payload []byte, conn int) {
-	id, ok := parsePayload(payload)
+	id, a, ok := parsePayload(payload)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !ok {
 		h.bad++
 		return
 	}
-	h.recv[sub] = append(h.recv[sub], delivery{id: id, at: time.Now(), conn: conn})
+	h.recv[sub] = append(h.recv[sub], delivery{id: id, attempt: a, at: time.Now(), conn: conn})
 }
 
 // missing counts, over every subscriber, the messages acknowledged before
@@ -224,8 +224,8 @@ func (p *publisher) session(cl *paho.Client, n *node, conn, seq int, stop <-chan
 		default:
 		}
 		id := msgID{p.num, seq}
-		p.h.attempt(id, p.qos, n.name, conn)
-		resp, err := publishOnce(cl, &paho.Publish{Topic: topic, QoS: p.qos, Payload: id.payload(p.qos)})
+		a := p.h.attempt(id, p.qos, n.name, conn)
+		resp, err := publishOnce(cl, &paho.Publish{Topic: topic, QoS: p.qos, Payload: id.payload(p.qos, a)})
 		switch {
 		case err == nil && resp != nil && resp.ReasonCode < 0x80:
 			p.h.ack(id, n.name)
@@ -235,7 +235,7 @@ func (p *publisher) session(cl *paho.Client, n *node, conn, seq int, stop <-chan
 				return seq
 			}
 		case resp != nil: // refused: the same message again
-			p.h.refused(id, resp.ReasonCode)
+			p.h.refused(id, a, resp.ReasonCode)
 			if refusedSince.IsZero() {
 				refusedSince = time.Now()
 			} else if time.Since(refusedSince) > refusedSwitch {
@@ -289,6 +289,19 @@ type subscriber struct {
 	node *node
 	name string
 	h    *history
+	// parked: the subscriber stays offline (its session queues on its
+	// node) until unparked; kick wakes it to notice.
+	parked atomic.Bool
+	kick   chan struct{}
+}
+
+// park takes the subscriber offline (on) or lets it reconnect (off).
+func (s *subscriber) park(on bool) {
+	s.parked.Store(on)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (s *subscriber) run(stop <-chan struct{}, done *sync.WaitGroup, subscribed chan<- error) {
@@ -315,16 +328,29 @@ func (s *subscriber) run(stop <-chan struct{}, done *sync.WaitGroup, subscribed 
 				subscribed <- nil
 			}
 		}
-		if err == nil {
+		for err == nil {
 			select {
 			case <-stop:
 				hangUp(cl)
 				return
 			case <-cl.Done():
+				err = errors.New("connection lost")
+			case <-s.kick:
+				if s.parked.Load() {
+					hangUp(cl)
+					err = errors.New("parked")
+				}
 			}
 		}
 		if sleepOrStop(stop, 200*time.Millisecond) {
 			return
+		}
+		for s.parked.Load() {
+			select {
+			case <-stop:
+				return
+			case <-s.kick:
+			}
 		}
 	}
 }

@@ -24,6 +24,7 @@ func chaosMain() int {
 	pace := flag.Duration("pace", 10*time.Millisecond, "pause between two messages of one publisher")
 	only := flag.String("faults", "", "comma-separated fault names to run (default: all)")
 	verbose := flag.Bool("v", false, "log every fault as it is injected")
+	logs := flag.String("logs", "", "a directory to keep every node's log in")
 	flag.Parse()
 
 	level := slog.LevelWarn
@@ -82,7 +83,7 @@ func chaosMain() int {
 				break
 			}
 			fmt.Fprintf(os.Stderr, "chaos: pass %d, %d nodes (%v elapsed)\n", pass, n, time.Since(start).Round(time.Second))
-			r, err := startRun(runOptions{Nodes: n, Publishers: *pubs, Pace: *pace, Hold: *hold, Bin: *bin, Dir: dir, Log: log, Netns: root})
+			r, err := startRun(runOptions{Nodes: n, Publishers: *pubs, Pace: *pace, Hold: *hold, Bin: *bin, Dir: dir, Log: log, Netns: root, Logs: *logs})
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "chaos: %d nodes: %v\n", n, err)
 				return 1
@@ -109,23 +110,48 @@ func chaosMain() int {
 		}
 	}
 	fmt.Printf("make chaos: %v, nodes %s, %d publishers every %v, faults held %v\n\n", time.Since(start).Round(time.Second), *sizes, *pubs, *pace, *hold)
+	fmt.Print(summary(rows))
+	fmt.Println()
+	fmt.Println("Every run:")
+	fmt.Println()
 	fmt.Print(table(rows))
 	fmt.Println()
-	bad := epochBad
+	bad, known := epochBad, 0
 	for _, r := range rows {
-		bad += r.violations()
+		if r.known != "" {
+			known += r.violations()
+		} else {
+			bad += r.violations()
+		}
+		if r.err != "" {
+			bad++
+			fmt.Printf("did not recover: %d nodes, %s: %s\n", r.nodes, r.fault, r.err)
+		}
 	}
 	for _, e := range examples(rows) {
 		fmt.Println("violation:", e)
+	}
+	if known > 0 {
+		seen := map[string]bool{}
+		for _, r := range rows {
+			if r.known != "" && r.violations() > 0 && !seen[r.fault] {
+				seen[r.fault] = true
+				fmt.Printf("known (expected to fail on today's main): %s: %s\n", r.fault, r.known)
+			}
+		}
 	}
 	for _, n := range notes {
 		fmt.Println("note:", n)
 	}
 	if bad > 0 {
-		fmt.Printf("FAIL: %d violations\n", bad)
+		fmt.Printf("FAIL: %d violations (and %d known)\n", bad, known)
 		return 1
 	}
-	fmt.Println("ok: nothing acknowledged was lost")
+	if known > 0 {
+		fmt.Printf("ok but for %d known violations (expected to fail)\n", known)
+		return 0
+	}
+	fmt.Println("ok: nothing acknowledged was lost, no violation")
 	return 0
 }
 

@@ -37,6 +37,9 @@ type node struct {
 	exited chan struct{} // closed once the process was reaped
 	paused bool
 	tail   []string // last lines of stderr, for failure messages
+	// logFile, when set, keeps all of stderr; written by the one reader
+	// goroutine of the running process.
+	logFile *os.File
 }
 
 func (n *node) addr() string { return net.JoinHostPort(n.ip, "1883") }
@@ -88,6 +91,9 @@ func (n *node) start() error {
 		seen := false
 		for lines.Scan() {
 			n.keep(lines.Text())
+			if n.logFile != nil {
+				fmt.Fprintln(n.logFile, lines.Text())
+			}
 			if !seen && strings.Contains(lines.Text(), "msg=listening") {
 				seen = true
 				close(listening)
