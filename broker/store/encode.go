@@ -2,23 +2,27 @@ package store
 
 import (
 	"fmt"
+	"slices"
 
 	"gantry/broker"
 )
 
-// encodeOps encodes a Persist call's ops into one buffer: the keys and
-// values of a call share one allocation (more only when the size estimate
-// falls short; slices of an outgrown buffer stay valid and unchanged).
-func encodeOps(ops []broker.PersistOp) ([]queuedOp, error) {
+// encodeOps encodes a Persist call's ops into one buffer and appends them
+// to q: the keys and values of a call share one allocation (more only when
+// the size estimate falls short; slices of an outgrown buffer stay valid
+// and unchanged). On error q is returned as it came.
+func encodeOps(q []queuedOp, ops []broker.PersistOp) ([]queuedOp, error) {
 	if len(ops) == 0 {
-		return nil, nil
+		return q, nil
 	}
-	q := make([]queuedOp, len(ops))
+	n := len(q)
+	q = slices.Grow(q, len(ops))[:n+len(ops)]
 	buf := make([]byte, 0, estimateOps(ops))
 	for i := range ops {
 		var err error
-		if buf, err = encodeOp(buf, &ops[i], &q[i]); err != nil {
-			return nil, fmt.Errorf("%w (op %d of %d)", err, i+1, len(ops))
+		if buf, err = encodeOp(buf, &ops[i], &q[n+i]); err != nil {
+			clear(q[n:])
+			return q[:n], fmt.Errorf("%w (op %d of %d)", err, i+1, len(ops))
 		}
 	}
 	return q, nil

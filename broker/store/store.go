@@ -123,8 +123,9 @@ type Store struct {
 	quit       chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer has exited
 
-	notifyMu     sync.Mutex // guards notices
+	notifyMu     sync.Mutex // guards notices and spareCalls
 	notices      []notice   // committed batches whose done callbacks are due
+	spareCalls   [][]call   // call slices the notifier is done with, for the writer to reuse
 	notifyWake   chan struct{}
 	notifyQuit   chan struct{} // closed by the writer when it exits
 	notifierDone chan struct{}

@@ -44,7 +44,8 @@ type notice struct {
 // ErrInvalidOp and nothing of it is written. Persist(nil, done) is a
 // barrier: its done comes after the done of every earlier call.
 func (s *Store) Persist(ops []broker.PersistOp, done func(error)) {
-	q, err := encodeOps(ops)
+	var small [2]queuedOp // most calls carry one op: no allocation for the list
+	q, err := encodeOps(small[:0], ops)
 	s.mu.Lock()
 	for !s.closed && len(s.ops) > 0 && len(s.ops)+len(q) > s.opts.MaxPendingOps {
 		s.space.Wait()
@@ -97,13 +98,15 @@ func (s *Store) runWriter() {
 // notifier. took reports whether anything was queued, stamped whether a
 // transaction committed (and so stamped meta.lastAlive).
 func (s *Store) flush() (took, stamped bool) {
+	next := s.takeSpareCalls()
 	s.mu.Lock()
 	ops, calls := s.ops, s.calls
-	s.ops, s.calls = s.spare[:0], nil
+	s.ops, s.calls = s.spare[:0], next
 	s.space.Broadcast()
 	s.mu.Unlock()
 	if len(calls) == 0 {
 		s.spare = ops
+		s.giveSpareCalls(calls)
 		return false, false
 	}
 	var err error
@@ -297,6 +300,39 @@ func (s *Store) deliver() {
 					c.done(err)
 				}
 			}
+			s.giveSpareCalls(n.calls)
 		}
 	}
+}
+
+// maxSpareCalls is how many call slices wait for reuse: the one being
+// filled, the one being committed and the one being notified are enough.
+const maxSpareCalls = 2
+
+// takeSpareCalls returns an empty call slice to queue the next batch's
+// calls in: one the notifier is done with, or nil. Reusing them saves
+// growing a new slice for every batch.
+func (s *Store) takeSpareCalls() []call {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	n := len(s.spareCalls)
+	if n == 0 {
+		return nil
+	}
+	c := s.spareCalls[n-1]
+	s.spareCalls = s.spareCalls[:n-1]
+	return c
+}
+
+// giveSpareCalls keeps calls, whose callbacks have all run, for reuse.
+func (s *Store) giveSpareCalls(calls []call) {
+	if cap(calls) == 0 {
+		return
+	}
+	clear(calls) // drop the callbacks
+	s.notifyMu.Lock()
+	if len(s.spareCalls) < maxSpareCalls {
+		s.spareCalls = append(s.spareCalls, calls[:0])
+	}
+	s.notifyMu.Unlock()
 }
