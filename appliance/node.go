@@ -67,6 +67,24 @@ type Node struct {
 
 	shutdownOnce sync.Once // Shutdown runs once; later calls return its result
 	shutdownErr  error     // written inside shutdownOnce
+
+	restart     chan struct{} // closed by requestRestart (see Restart)
+	restartOnce sync.Once
+}
+
+// Restart is closed when the node asks to be started again, because
+// settings it reads only at start changed (the setup wizard's cluster,
+// node name or durability). The command line then shuts the node down
+// and executes itself again with the same arguments; an embedding
+// program may do the same or ignore it.
+func (n *Node) Restart() <-chan struct{} { return n.restart }
+
+// requestRestart closes Restart's channel, once.
+func (n *Node) requestRestart(why string) {
+	n.restartOnce.Do(func() {
+		n.log.Info("restart requested", "component", "appliance", "why", why)
+		close(n.restart)
+	})
 }
 
 // New builds a node from a validated configuration. It opens the user
@@ -85,7 +103,7 @@ func New(cfg config.Config, log *slog.Logger, level *slog.LevelVar) (*Node, erro
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: log, level: level, Broker: b, Users: users,
-		listeners: make(map[string]net.Listener), stop: make(chan struct{})}
+		listeners: make(map[string]net.Listener), stop: make(chan struct{}), restart: make(chan struct{})}
 	n.throttle = auth.NewThrottle()
 	n.authn = auth.NewAuthenticator(users, n.throttle, log)
 	b.SetAuthenticator(n.authn)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,9 +29,10 @@ import (
 	"gantry/webui"
 )
 
-// SetupFile is where the first-boot wizard writes the node's settings
-// (a configuration file for -config), in the data directory.
-const SetupFile = "setup.json"
+// SetupFile is where the first-boot wizard writes the node's settings, in
+// the data directory; a starting node reads it over its configuration
+// file (config.LoadNode).
+const SetupFile = config.SetupFile
 
 // consoleHandler builds the web console served under /ui/ on the
 // operations port.
@@ -208,7 +210,10 @@ func (s *consoleSetup) Pending() bool {
 
 // setupJSON is the configuration file the wizard writes.
 func setupJSON(c webui.SetupConfig) ([]byte, error) {
-	cl := map[string]any{"Enabled": c.ClusterEnabled, "NodeName": c.NodeName}
+	cl := map[string]any{"Enabled": c.ClusterEnabled}
+	if c.NodeName != "" { // blank: the configuration's (or the host name)
+		cl["NodeName"] = c.NodeName
+	}
 	if c.ClusterEnabled {
 		cl["ClusterId"], cl["SharedSecret"], cl["Discovery"] = c.ClusterID, c.SharedSecret, c.Discovery
 		if c.Discovery == config.DiscoverySeeds {
@@ -275,7 +280,30 @@ func (s *consoleSetup) Apply(_ context.Context, c webui.SetupConfig) error {
 		return err
 	}
 	s.n.log.Info("first-boot setup done: root's password replaced", "component", "webui", "settings", filepath.Join(dir, SetupFile))
+	if why := s.restartNeeded(c); why != "" {
+		s.n.requestRestart(why)
+	}
 	return nil
+}
+
+// restartNeeded says why the node must start again for c to take effect
+// (setup.json is read at start, over the configuration file): "" when c
+// changes nothing the node runs with.
+func (s *consoleSetup) restartNeeded(c webui.SetupConfig) string {
+	cfg := s.n.cfg
+	cl := &cfg.Cluster
+	switch {
+	case c.Durability != cfg.Durability.Enabled:
+		return "the setup wizard changed durability"
+	case c.NodeName != "" && c.NodeName != cl.NodeName:
+		return "the setup wizard changed the node name"
+	case c.ClusterEnabled != cl.Enabled:
+		return "the setup wizard turned clustering " + map[bool]string{true: "on", false: "off"}[c.ClusterEnabled]
+	case c.ClusterEnabled && (c.ClusterID != cl.ClusterId || c.SharedSecret != cl.SharedSecret ||
+		c.Discovery != cl.Discovery || !slices.Equal(c.Seeds, cl.Seeds) || c.KubernetesDNS != cl.KubernetesServiceDns):
+		return "the setup wizard changed the cluster's settings"
+	}
+	return ""
 }
 
 // Discover browses the consoles other Gantry nodes register with zeroconf

@@ -2,8 +2,11 @@ package config
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 )
@@ -201,13 +204,66 @@ func Load(path string, env func(string) (string, bool)) (Config, error) {
 	return load(path, data, env)
 }
 
-// load applies the file contents data (skipped when name is "") and env
-// over the defaults.
-func load(name string, data []byte, env func(string) (string, bool)) (Config, error) {
+// SetupFile is the file in DataDir where the console's setup wizard keeps
+// the settings it was given (node name, cluster, discovery, durability).
+const SetupFile = "setup.json"
+
+// LoadNode is what a starting node reads: Load(path) (LoadDev when dev and
+// path is ""), then DataDir/setup.json, when the wizard has written one,
+// over the file, and the environment over both. So the wizard's choices
+// take effect on every start, whichever configuration file (or none) the
+// node runs from, and a variable still overrides them. A setup.json that
+// does not load is a problem like one in the file, named with its path.
+func LoadNode(path string, dev bool, env func(string) (string, bool)) (Config, error) {
+	name, data := path, []byte(nil)
+	if dev && path == "" {
+		name, data = "dev.json", devJSON
+	} else if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+	}
+	c, err := load(name, data, env)
+	if err != nil {
+		return c, err
+	}
+	setup := filepath.Join(c.DataDir, SetupFile)
+	sdata, err := os.ReadFile(setup)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return c, nil
+	case err != nil:
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	c, err = load(name, data, env, file{setup, sdata})
+	var ce *Error
+	if errors.As(err, &ce) { // the file and the environment alone loaded
+		ps := make([]string, len(ce.Problems))
+		for i, p := range ce.Problems {
+			ps[i] = setup + " (written by the setup wizard): " + strings.TrimPrefix(p, "config: ")
+		}
+		return Config{}, &Error{Problems: ps}
+	}
+	return c, err
+}
+
+// file is a configuration file's name and contents.
+type file struct {
+	name string
+	data []byte
+}
+
+// load applies the file contents data (skipped when name is "") and the
+// overlays, in order, then env over the defaults.
+func load(name string, data []byte, env func(string) (string, bool), overlays ...file) (Config, error) {
 	c := defaults()
 	l := loader{root: reflect.ValueOf(&c).Elem(), fromEnv: map[string]string{}}
 	if name != "" {
 		l.decodeFile(name, data)
+	}
+	for _, o := range overlays {
+		l.decodeFile(o.name, o.data)
 	}
 	if env != nil {
 		l.applyEnv(env)

@@ -199,3 +199,40 @@ func TestLoadMissingFile(t *testing.T) {
 		t.Fatalf("Load(missing) = %v, want an error naming %s", err, path)
 	}
 }
+
+// LoadNode reads DataDir/setup.json (the setup wizard's) over the file,
+// field by field, and the environment over both; without one it is Load.
+// A setup.json with a mistake is refused by its path.
+func TestLoadNodeSetupFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gantry.json")
+	writeTestFile(t, path, `{"DataDir": `+strconv.Quote(dir)+`, "Durability": {"Enabled": false},
+		"Cluster": {"NodeName": "from-file", "ClusterId": "file-cluster"}}`)
+	env := func(vars map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	}
+	c, err := LoadNode(path, false, env(nil))
+	if err != nil || c.Cluster.NodeName != "from-file" || c.Durability.Enabled {
+		t.Fatalf("without setup.json: %v, node %q durability %v", err, c.Cluster.NodeName, c.Durability.Enabled)
+	}
+	writeTestFile(t, filepath.Join(dir, SetupFile), `{"Cluster": {"Enabled": false, "NodeName": "gw-a"}, "Durability": {"Enabled": true}}`)
+	c, err = LoadNode(path, false, env(nil))
+	if err != nil || c.Cluster.NodeName != "gw-a" || !c.Durability.Enabled || c.Cluster.ClusterId != "file-cluster" {
+		t.Fatalf("with setup.json: %v, node %q durability %v cluster %q", err, c.Cluster.NodeName, c.Durability.Enabled, c.Cluster.ClusterId)
+	}
+	c, err = LoadNode(path, false, env(map[string]string{"COREFLUX_DURABILITY_ENABLED": "false"}))
+	if err != nil || c.Durability.Enabled {
+		t.Fatalf("the environment must win over setup.json: %v, durability %v", err, c.Durability.Enabled)
+	}
+	writeTestFile(t, filepath.Join(dir, SetupFile), `{"Durability": {"Enabeld": true}}`)
+	if _, err := LoadNode(path, false, env(nil)); err == nil || !strings.Contains(err.Error(), SetupFile) || !strings.Contains(err.Error(), "Enabeld") {
+		t.Fatalf("a bad setup.json: %v", err)
+	}
+}
+
+func writeTestFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

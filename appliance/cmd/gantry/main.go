@@ -72,13 +72,7 @@ func run() int {
 		fmt.Println("configuration OK:", *check)
 		return 0
 	}
-	var cfg config.Config
-	var err error
-	if *dev && *configPath == "" {
-		cfg, err = config.LoadDev(os.LookupEnv)
-	} else {
-		cfg, err = config.Load(*configPath, os.LookupEnv)
-	}
+	cfg, err := config.LoadNode(*configPath, *dev, os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -199,30 +193,52 @@ func serve(cfg config.Config, configPath string, dev bool) int {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	s := <-sig
-	for ; s == syscall.SIGHUP; s = <-sig {
-		log.Info("reloading", "component", "appliance", "signal", s.String())
-		node.Reload(reloadLevel(configPath, dev, cfg.Logging.Level, log))
+	var s os.Signal
+	for s == nil {
+		select {
+		case got := <-sig:
+			if got != syscall.SIGHUP {
+				s = got
+				continue
+			}
+			log.Info("reloading", "component", "appliance", "signal", got.String())
+			node.Reload(reloadLevel(configPath, dev, cfg.Logging.Level, log))
+		case <-node.Restart():
+			log.Info("restarting with the new settings", "component", "appliance")
+			shutdown(node, log)
+			return reexec(log)
+		}
 	}
 	log.Info("shutting down", "component", "appliance", "signal", s.String())
+	shutdown(node, log)
+	return 0
+}
+
+func shutdown(node *appliance.Node, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := node.Shutdown(ctx); err != nil {
 		log.Warn("shutdown did not finish in time", "component", "appliance", "err", err)
 	}
-	return 0
+}
+
+// reexec replaces the process with a fresh start of the same program,
+// arguments and environment (the same process id, so a supervisor such as
+// systemd keeps tracking it), which reads the configuration again. It
+// returns only when that fails.
+func reexec(log *slog.Logger) int {
+	self, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(self, os.Args, os.Environ())
+	}
+	log.Error("cannot start again; exiting so that a supervisor restarts the node", "component", "appliance", "err", err)
+	return 1
 }
 
 // reloadLevel reads the configuration again for its log level; a file that
 // no longer loads keeps the current level.
 func reloadLevel(path string, dev bool, current string, log *slog.Logger) string {
-	var cfg config.Config
-	var err error
-	if dev && path == "" {
-		cfg, err = config.LoadDev(os.LookupEnv)
-	} else {
-		cfg, err = config.Load(path, os.LookupEnv)
-	}
+	cfg, err := config.LoadNode(path, dev, os.LookupEnv)
 	if err != nil {
 		log.Error("configuration no longer loads; log level unchanged", "component", "appliance", "err", err)
 		return current
