@@ -2,7 +2,13 @@ package appliance_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -174,5 +180,67 @@ func TestQuorumNewCopyFilled(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatalf("d is a copy of no partition that had records: %v", held)
+	}
+}
+
+// dashboardSeries are the series the Grafana dashboard in docs/grafana
+// queries, without histogram suffixes.
+func dashboardSeries(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "docs", "grafana", "gantry-cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("docs/grafana/gantry-cluster.json: %v", err)
+	}
+	re := regexp.MustCompile(`\b(?:gantry|coreflux)_[a-z_]+`)
+	var names []string
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q queries nothing", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, n := range re.FindAllString(tg.Expr, -1) {
+				n = strings.TrimSuffix(n, "_bucket")
+				if !slices.Contains(names, n) {
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// TestGrafanaDashboardSeriesExist: every series the operator's dashboard
+// queries is exported by a clustered node with durability.
+func TestGrafanaDashboardSeriesExist(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a := nodes[0]
+	publishCode(t, a.addr(), "dash-pub", "dash/x", "one")
+	resp, err := http.Get("http://" + a.ip + ":9100/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	exported := map[string]bool{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "# TYPE ") {
+			exported[strings.Fields(line)[2]] = true
+		}
+	}
+	for _, n := range dashboardSeries(t) {
+		if !exported[n] {
+			t.Errorf("the dashboard queries %s, which /metrics does not export", n)
+		}
 	}
 }
