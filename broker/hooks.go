@@ -10,6 +10,12 @@ import (
 // the Resolver and calls Resolve exactly once, from any goroutine.
 var ErrDeferred = errors.New("broker: publish deferred")
 
+// ErrDuplicate is returned (or resolved) by a PublishHook for a QoS 2
+// message the cluster accepted already: a resend (DUP) of it on another
+// node after a failover. The publisher gets a successful PUBREC and the
+// message is not routed again.
+var ErrDuplicate = errors.New("broker: publish accepted already")
+
 // ErrNotAuthorized is returned by an Authorizer to refuse an operation.
 var ErrNotAuthorized = errors.New("broker: not authorized")
 

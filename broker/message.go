@@ -53,6 +53,11 @@ type Message struct {
 	Origin   Origin
 	ClientID string // publisher's client identifier (no-local); node name for peers
 	Username string // publisher's user name, "" if anonymous or not a client
+	// PacketID and Dup are a client's QoS 2 PUBLISH's packet identifier
+	// and DUP flag (0 and false otherwise): the cluster recognises a QoS 2
+	// message resent on another node after a failover by them.
+	PacketID uint16
+	Dup      bool
 	// Hops counts the LoT actions that led to this message: 0 for a
 	// client's, n+1 for one an action published while handling a message
 	// of n hops. The broker only carries it; LoT stops a chain at its limit.

@@ -120,6 +120,9 @@ func (c *conn) handlePublish(h packet.FixedHeader, body []byte) error {
 	m.Origin = OriginClient
 	m.ClientID = c.info.ClientID
 	m.Username = c.info.Username
+	if p.QoS == 2 {
+		m.PacketID, m.Dup = p.PacketID, p.Dup
+	}
 	if c.srv.authz != nil && !c.srv.authz.CanPublish(&c.info, m.Topic) {
 		return c.finishRefused(m, p.PacketID, packet.NotAuthorized)
 	}
@@ -288,6 +291,8 @@ func (c *conn) drainAcksLocked() error {
 			c.ackLocked(p.qos, p.pid, p.code)
 		} else if p.err == nil {
 			c.ackLocked(p.qos, p.pid, nil)
+		} else if errors.Is(p.err, ErrDuplicate) {
+			c.ackLocked(p.qos, p.pid, nil) // accepted before (on another node): not routed again
 		} else if err := c.refusalLocked(p.msg, p.pid, p.err); err != nil && refused == nil {
 			refused = err
 		}

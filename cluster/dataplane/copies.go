@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"hash/fnv"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -22,6 +23,30 @@ type copyRec struct {
 	at    int64  // when the origin accepted it (Unix ns)
 	epoch uint64 // the partition's epoch it was written in
 	msg   []byte // wire.AppendMessage encoding
+	// pid is a QoS 2 message's packet identifier at its publisher (0:
+	// none); client and sum (qos2Sum) index it for recognising a resend.
+	pid    uint16
+	client string
+	sum    uint64
+}
+
+// qos2Key names a QoS 2 message by its publisher and packet identifier.
+type qos2Key struct {
+	client string
+	pid    uint16
+}
+
+// qos2Max bounds the QoS 2 messages remembered per partition.
+const qos2Max = 4096
+
+// qos2Sum is what tells a resent QoS 2 message from a new one that reuses
+// its packet identifier: FNV-1a of topic and payload.
+func qos2Sum(topic string, payload []byte) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(topic))
+	h.Write([]byte{0})
+	h.Write(payload)
+	return h.Sum64()
 }
 
 // partCopy is what this node holds of one partition: keys first..last in
@@ -29,6 +54,25 @@ type copyRec struct {
 type partCopy struct {
 	first, last uint64
 	mem         []copyRec // without a store: mem[i] has key first+i
+	// qos2 are the QoS 2 messages written here since this node started
+	// (at most qos2Max, oldest out first), with their qos2Sum.
+	qos2  map[qos2Key]uint64
+	order []qos2Key
+}
+
+func (pc *partCopy) rememberQoS2(r *copyRec) {
+	k := qos2Key{r.client, r.pid}
+	if pc.qos2 == nil {
+		pc.qos2 = map[qos2Key]uint64{}
+	}
+	if _, ok := pc.qos2[k]; !ok {
+		pc.order = append(pc.order, k)
+		if len(pc.order) > qos2Max {
+			delete(pc.qos2, pc.order[0])
+			pc.order = pc.order[1:]
+		}
+	}
+	pc.qos2[k] = r.sum
 }
 
 func (pc *partCopy) count() int { return int(pc.last + 1 - pc.first) }
@@ -78,6 +122,9 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	for i := range recs {
 		pc.last++
 		keys[i] = pc.last
+		if recs[i].pid != 0 {
+			pc.rememberQoS2(&recs[i])
+		}
 		if l.store == nil {
 			pc.mem = append(pc.mem, recs[i])
 		}
@@ -125,6 +172,19 @@ func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) 
 	}
 	l.mu.Unlock()
 	l.store.rangeCopies(p, from, fn)
+}
+
+// acceptedQoS2 reports whether partition p's copy here holds the QoS 2
+// message client published with packet identifier pid and sum.
+func (l *copyLog) acceptedQoS2(p uint32, client string, pid uint16, sum uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pc := l.parts[p]
+	if pc == nil {
+		return false
+	}
+	s, ok := pc.qos2[qos2Key{client, pid}]
+	return ok && s == sum
 }
 
 // last is the key of partition p's newest record (0: none).

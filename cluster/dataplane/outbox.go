@@ -487,7 +487,7 @@ func (e *entry) repFor(peer string, wr *wire.Rep) (*wire.Rep, bool) {
 	copy := r.isCopy(peer)
 	*wr = wire.Rep{Copy: copy, CopyOnly: r.copyOnly}
 	if copy {
-		wr.Partition, wr.Epoch = r.partition, r.epoch
+		wr.Partition, wr.Epoch, wr.PacketID = r.partition, r.epoch, r.pid
 	}
 	if r.origin.origin != "" {
 		wr.Origin, wr.OriginBoot, wr.OriginSeq, wr.At = r.origin.origin, r.origin.boot, r.origin.seq, r.at

@@ -110,6 +110,8 @@ type Plane struct {
 	fills  fillState
 	// replayedOut counts the records this node re-delivered for lost nodes.
 	replayedOut atomic.Uint64
+	// qos2Resent counts QoS 2 resends (DUP) recognised as accepted before.
+	qos2Resent atomic.Uint64
 
 	local   localInterest
 	rmu     sync.RWMutex // guards remotes; read for every message

@@ -106,7 +106,8 @@ type repInfo struct {
 	// zero for this node's own.
 	origin   copyID
 	at       int64
-	copyOnly bool // stored by the copies, delivered nowhere
+	copyOnly bool   // stored by the copies, delivered nowhere
+	pid      uint16 // a QoS 2 message's packet identifier at its publisher
 	// filled, when set, runs once the copy confirmed it (a fill's step).
 	filled func()
 }
@@ -236,6 +237,14 @@ var errStoreFailed = packet.UnspecifiedError
 // the copies confirmed a durable write, or refused.
 func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]string, r broker.Resolver) error {
 	g := p.gate
+	var sum uint64
+	if m.QoS == 2 && m.PacketID != 0 {
+		sum = qos2Sum(m.Topic, m.Payload)
+		if m.Dup && p.resentQoS2(m, sum) {
+			p.qos2Resent.Add(1)
+			return broker.ErrDuplicate // accepted on another node before a failover: PUBREC, not routed again
+		}
+	}
 	part, a, need, err := g.admit(p.opts.NodeName, m.ClientID, p.peerUp)
 	if err != nil {
 		return err
@@ -250,7 +259,7 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 			others = append(others, n)
 		}
 	}
-	rep := &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano()}
+	rep := &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID}
 	var q *quorumWrite
 	if g.opts.Gate {
 		q = &quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g}
@@ -272,7 +281,8 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	}
 	seq := p.out.addReplicated(enc, m.Topic, m.Retain, groups, rep, onWrite)
 	if self {
-		own := copyRec{id: copyID{origin: p.opts.NodeName, boot: p.boot, seq: seq}, at: rep.at, epoch: a.Epoch, msg: enc}
+		own := copyRec{id: copyID{origin: p.opts.NodeName, boot: p.boot, seq: seq}, at: rep.at, epoch: a.Epoch, msg: enc,
+			pid: m.PacketID, client: m.ClientID, sum: sum}
 		var done func(error)
 		if q != nil {
 			done = func(err error) {
@@ -289,6 +299,17 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		return nil // in memory and not gated: acknowledged now
 	}
 	return broker.ErrDeferred
+}
+
+// resentQoS2 reports whether the copy of m's partition here holds m: the
+// same publisher, packet identifier, topic and payload.
+func (p *Plane) resentQoS2(m *broker.Message, sum uint64) bool {
+	mp := p.gate.pmap.Load()
+	if mp == nil || len(mp.Partitions) == 0 {
+		return false
+	}
+	part := uint32(partition.For(m.ClientID, len(mp.Partitions)))
+	return p.copies.acceptedQoS2(part, m.ClientID, m.PacketID, sum)
 }
 
 // peerUp reports whether the link to peer is connected.

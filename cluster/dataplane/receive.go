@@ -173,7 +173,11 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 					if copies == nil {
 						copies = map[uint32][]copyRec{}
 					}
-					copies[rp.Partition] = append(copies[rp.Partition], copyRec{id: id, at: at, epoch: rp.Epoch, msg: append([]byte(nil), enc...)})
+					cr := copyRec{id: id, at: at, epoch: rp.Epoch, msg: append([]byte(nil), enc...)}
+					if rp.PacketID != 0 {
+						cr.pid, cr.client, cr.sum = rp.PacketID, d.Msg.ClientID, qos2Sum(d.Msg.Topic, d.Msg.Payload)
+					}
+					copies[rp.Partition] = append(copies[rp.Partition], cr)
 				}
 			}
 			if rp.CopyOnly {

@@ -63,6 +63,9 @@ func AppendRecordRep(dst []byte, seq uint64, msg []byte, groups []string, rep *R
 		dst = binary.AppendUvarint(dst, uint64(rep.Partition))
 		dst = binary.AppendUvarint(dst, rep.Epoch)
 	}
+	if rep.PacketID != 0 {
+		dst = binary.AppendUvarint(dst, uint64(rep.PacketID))
+	}
 	if rep.Origin != "" {
 		dst = appendString(dst, rep.Origin)
 		dst = binary.AppendUvarint(dst, rep.OriginBoot)
@@ -86,6 +89,9 @@ func RecordSizeRep(seq uint64, msg []byte, groups []string, rep *Rep) int {
 	if rep != nil {
 		if rep.Copy {
 			n += uvarintSize(uint64(rep.Partition)) + uvarintSize(rep.Epoch)
+		}
+		if rep.PacketID != 0 {
+			n += uvarintSize(uint64(rep.PacketID))
 		}
 		if rep.Origin != "" {
 			n += uvarintSize(uint64(len(rep.Origin))) + len(rep.Origin) + uvarintSize(rep.OriginBoot) +
@@ -122,9 +128,11 @@ type Record struct {
 // Rep is what a record carries for replication (issue 14's partition
 // copies):
 //
-//	byte     flags: bit 0 Copy, bit 1 origin follows, bit 2 CopyOnly
-//	if Copy:    uvarint partition, uvarint epoch
-//	if origin:  string origin, uvarint boot, uvarint seq, uvarint at
+//	byte     flags: bit 0 Copy, bit 1 origin follows, bit 2 CopyOnly,
+//	         bit 3 packet id follows
+//	if Copy:      uvarint partition, uvarint epoch
+//	if packet id: uvarint packet id
+//	if origin:    string origin, uvarint boot, uvarint seq, uvarint at
 type Rep struct {
 	// Copy: the receiver is one of the partition's copies and stores the
 	// record in its log of Partition before it confirms, unless Epoch is
@@ -134,6 +142,10 @@ type Rep struct {
 	Epoch     uint64
 	// CopyOnly: stored as a copy, not delivered (filling a new copy).
 	CopyOnly bool
+	// PacketID is a QoS 2 message's packet identifier at its publisher:
+	// with the publisher's client id it lets a copy recognise the message
+	// resent (DUP) on another node after a failover. 0: none.
+	PacketID uint16
 	// Origin, OriginBoot, OriginSeq name the record in the stream of the
 	// node it entered, when another node sends it (a failover replay or
 	// a new copy's fill); At is when it was accepted there (Unix ns).
@@ -147,7 +159,8 @@ const (
 	repCopy     = 0x01
 	repOrigin   = 0x02
 	repCopyOnly = 0x04
-	repKnown    = repCopy | repOrigin | repCopyOnly
+	repPacketID = 0x08
+	repKnown    = repCopy | repOrigin | repCopyOnly | repPacketID
 )
 
 func (r *Rep) flags() byte {
@@ -160,6 +173,9 @@ func (r *Rep) flags() byte {
 	}
 	if r.CopyOnly {
 		f |= repCopyOnly
+	}
+	if r.PacketID != 0 {
+		f |= repPacketID
 	}
 	return f
 }
@@ -185,6 +201,13 @@ func NextRecord(records []byte) (Record, []byte, error) {
 			r.fail("partition")
 		}
 		rec.Rep.Copy, rec.Rep.Partition, rec.Rep.Epoch = true, uint32(p), r.uvarint()
+	}
+	if f&repPacketID != 0 {
+		id := r.uvarint()
+		if id == 0 || id > 0xffff {
+			r.fail("packet id")
+		}
+		rec.Rep.PacketID = uint16(id)
 	}
 	if f&repOrigin != 0 {
 		rec.Rep.Origin, rec.Rep.OriginBoot, rec.Rep.OriginSeq = r.string(), r.uvarint(), r.uvarint()

@@ -171,6 +171,7 @@ func TestRecordReplicationPart(t *testing.T) {
 		"copy":     {Copy: true, Partition: 31, Epoch: 7},
 		"replay":   {Origin: "broker-b", OriginBoot: 99, OriginSeq: 12, At: 1764633600000000000},
 		"fill":     {Copy: true, CopyOnly: true, Partition: 4095, Epoch: 1 << 40, Origin: "n", OriginBoot: 1, OriginSeq: 2, At: 3},
+		"qos2":     {Copy: true, Partition: 3, Epoch: 2, PacketID: 65535},
 		"copyOnly": {CopyOnly: true},
 	}
 	for name, rep := range cases {
