@@ -27,6 +27,7 @@ func (n *Node) opsHandler() http.Handler {
 		mux.Handle(cluster.LoTPath, peer)
 		mux.Handle(cluster.CaughtUpPath, peer)
 		mux.HandleFunc("GET /cluster/lot", n.serveLoTSelf) // wire_cluster_lot.go
+		mux.HandleFunc("GET /cluster/trace", n.serveTrace) // wire_dataplane.go
 	}
 	mux.Handle("GET /metrics", n.metricsHandler())
 	mux.Handle("/ui/", n.consoleHandler())

@@ -62,7 +62,9 @@ func replicationView(t *testing.T, ip string) *dataplane.ReplicationStatus {
 // delivered to the node's own subscriber, and is counted; once a second
 // node is back, publishes are acknowledged again.
 func TestQuorumRefusesWithoutMajority(t *testing.T) {
-	nodes := dataPlaneCluster(t, 3)
+	nodes := dataPlaneCluster(t, 3, func(nd *crashNode) {
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_REPLICATION_TRACE=true")
+	})
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	var got collector
 	defer closeV5(subscribeV5(t, a.addr(), "local-sub", 0, "quorum/#", 1, &got))
@@ -96,6 +98,30 @@ func TestQuorumRefusesWithoutMajority(t *testing.T) {
 	if n := got.count("without-majority"); n != 0 {
 		t.Fatalf("a refused publish was delivered %d times", n)
 	}
+	// The trace tells the story of pub-q's publishes on a.
+	eventually(t, 10*time.Second, func() error {
+		resp, err := http.Get("http://" + a.ip + ":9100/cluster/trace?client=pub-q")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		seen := map[string]int{}
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var e dataplane.TraceEvent
+			if err := dec.Decode(&e); err != nil {
+				break
+			}
+			if e.Client != "pub-q" {
+				return fmt.Errorf("filter by client let through %+v", e)
+			}
+			seen[e.Event]++
+		}
+		if seen["publish"] == 0 || seen["acknowledged"] < 2 || seen["refused"] == 0 {
+			return fmt.Errorf("trace of pub-q on a: %v", seen)
+		}
+		return nil
+	})
 }
 
 // TestQuorumAcknowledgedSurvivesLossOfItsNode: a publish acknowledged by

@@ -1,10 +1,13 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -62,6 +65,10 @@ func (n *Node) openDataPlane() error {
 			Replay:         time.Duration(cl.ReplicationReplaySeconds) * time.Second,
 			DeliverReplays: !cl.ReplicationDedupDelivered,
 		}
+		if cl.ReplicationTrace {
+			opts.Trace = &dataplane.Trace{Dir: filepath.Join(cl.DataDir, "replication", "trace"),
+				MaxBytes: int64(cl.ReplicationTraceMaxMegabytes) << 20}
+		}
 		opts.CaughtUp = func(p uint32, node string, _ uint64) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -89,6 +96,41 @@ func (n *Node) openDataPlane() error {
 		n.log.Warn("Cluster.Topology ring is not built yet: messages travel as in mesh", "component", "dataplane")
 	}
 	return nil
+}
+
+// serveTrace answers GET /cluster/trace: the newest lines of the
+// replication trace (Cluster.ReplicationTrace) as JSON lines, oldest
+// first; ?limit= (1000, up to 100000), ?client=, ?topic=, ?partition=.
+func (n *Node) serveTrace(w http.ResponseWriter, r *http.Request) {
+	if n.dataPlane == nil {
+		http.Error(w, "the data plane is not running on this node", http.StatusNotFound)
+		return
+	}
+	q := r.URL.Query()
+	f := dataplane.TraceFilter{Client: q.Get("client"), Topic: q.Get("topic"), Partition: -1, Limit: 1000}
+	if v := q.Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 1 || l > 100000 {
+			http.Error(w, "limit: want 1..100000", http.StatusBadRequest)
+			return
+		}
+		f.Limit = l
+	}
+	if v := q.Get("partition"); v != "" {
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 {
+			http.Error(w, "partition: want a partition number", http.StatusBadRequest)
+			return
+		}
+		f.Partition = p
+	}
+	var buf bytes.Buffer
+	if err := n.dataPlane.ReadTrace(&buf, f); err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Write(buf.Bytes())
 }
 
 // linkTLS is the links' TLS client configuration (Cluster.UseTls): the

@@ -75,7 +75,10 @@ type Options struct {
 	// what this node, its owner, held (the leader commits it; see
 	// fill.go). It may block; it is called from a goroutine of its own.
 	CaughtUp func(p uint32, node string, mapVersion uint64) error
-	Logger   *slog.Logger
+	// Trace, when set (with Replication), records each QoS 1/2 record
+	// (Cluster.ReplicationTrace; trace.go).
+	Trace  *Trace
+	Logger *slog.Logger
 }
 
 // Errors of the data plane.
@@ -108,6 +111,7 @@ type Plane struct {
 	gate   *quorumGate // nil without Options.Replication
 	copies *copyLog    // the partition copies this node holds
 	fills  fillState
+	trace  *tracer // nil: off
 	// replayedOut counts the records this node re-delivered for lost nodes.
 	replayedOut atomic.Uint64
 	// qos2Resent counts QoS 2 resends (DUP) recognised as accepted before.
@@ -173,6 +177,13 @@ func New(opts Options) (*Plane, error) {
 		p.gate = &quorumGate{opts: *rep, started: time.Now()}
 		p.copies = newCopyLog(rep.CompactEvery, p.store)
 		p.recv.replays.init(replayedMax)
+		if opts.Trace != nil {
+			t, err := newTracer(*opts.Trace)
+			if err != nil {
+				return nil, err
+			}
+			p.trace = t
+		}
 	}
 	p.local.announced = map[string]struct{}{}
 	p.remotes = map[string]*remoteInterest{}
@@ -202,6 +213,7 @@ func (p *Plane) Stop() {
 	if p.store != nil {
 		p.store.close()
 	}
+	p.trace.close()
 }
 
 // SetPeers makes the links match peers (name → MQTT address, host:port):

@@ -72,6 +72,13 @@ type quorumWrite struct {
 	deadline  time.Time
 	partition uint32
 	g         *quorumGate
+
+	// For the trace (nil: off): when it started, its record's number.
+	trace  *tracer
+	start  time.Time
+	seq    atomic.Uint64
+	client string
+	topic  string
 }
 
 // ack counts one durable copy.
@@ -92,6 +99,14 @@ func (q *quorumWrite) finish(err error, reason string) {
 		q.g.fail(reason)
 	} else {
 		q.g.ok.Add(1)
+	}
+	if q.trace != nil {
+		e := TraceEvent{Event: "acknowledged", Client: q.client, Topic: q.topic, Partition: q.partition, Seq: q.seq.Load(),
+			Millis: float64(time.Since(q.start).Microseconds()) / 1000}
+		if err != nil {
+			e.Event, e.Reason = "refused", reason+": "+err.Error()
+		}
+		q.trace.event(e)
 	}
 	q.res.Resolve(err)
 }
@@ -247,6 +262,7 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	}
 	part, a, need, err := g.admit(p.opts.NodeName, m.ClientID, p.peerUp)
 	if err != nil {
+		p.trace.event(TraceEvent{Event: "refused", Client: m.ClientID, Topic: m.Topic, QoS: m.QoS, Partition: part, Reason: err.Error()})
 		return err
 	}
 	now := time.Now()
@@ -263,6 +279,9 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	var q *quorumWrite
 	if g.opts.Gate {
 		q = &quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g}
+		if p.trace != nil {
+			q.trace, q.start, q.client, q.topic = p.trace, now, m.ClientID, m.Topic
+		}
 		q.need.Store(int32(need))
 		rep.q = q
 		g.wait(q)
@@ -280,6 +299,11 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		onWrite = r.Resolve
 	}
 	seq := p.out.addReplicated(enc, m.Topic, m.Retain, groups, rep, onWrite)
+	if q != nil {
+		q.seq.Store(seq)
+	}
+	p.trace.event(TraceEvent{Event: "publish", Client: m.ClientID, Topic: m.Topic, QoS: m.QoS, Partition: part, Epoch: a.Epoch,
+		Origin: p.opts.NodeName, Seq: seq, Copies: others})
 	if self {
 		own := copyRec{id: copyID{origin: p.opts.NodeName, boot: p.boot, seq: seq}, at: rep.at, epoch: a.Epoch, msg: enc,
 			pid: m.PacketID, client: m.ClientID, sum: sum}

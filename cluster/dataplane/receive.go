@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,8 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 				if rp.Epoch < p.gate.epoch(rp.Partition) {
 					stale = true // delivered all the same: the sender may get its majority elsewhere
 					r.staleCopies.Add(1)
+					p.trace.event(TraceEvent{Event: "staleCopy", Client: d.Msg.ClientID, Topic: d.Msg.Topic, Partition: rp.Partition,
+						Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq, Reason: fmt.Sprintf("epoch %d here", p.gate.epoch(rp.Partition))})
 				} else {
 					if copies == nil {
 						copies = map[uint32][]copyRec{}
@@ -178,6 +181,8 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 						cr.pid, cr.client, cr.sum = rp.PacketID, d.Msg.ClientID, qos2Sum(d.Msg.Topic, d.Msg.Payload)
 					}
 					copies[rp.Partition] = append(copies[rp.Partition], cr)
+					p.trace.event(TraceEvent{Event: "copy", Client: d.Msg.ClientID, Topic: d.Msg.Topic, QoS: d.Msg.QoS,
+						Partition: rp.Partition, Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq})
 				}
 			}
 			if rp.CopyOnly {
@@ -189,6 +194,8 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 					continue
 				}
 				r.replays.add(id)
+				p.trace.event(TraceEvent{Event: "replay", Client: d.Msg.ClientID, Topic: d.Msg.Topic, QoS: d.Msg.QoS,
+					Origin: id.origin, Seq: id.seq})
 			}
 		}
 		if d.Msg.Topic == wire.InterestTopic {
