@@ -400,3 +400,15 @@ func counts(m map[string][]time.Time) map[string]int {
 	}
 	return out
 }
+
+// last returns the last payload received on node for topic, "" if none.
+func (h *lotHeard) last(node, topic string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.msgs) - 1; i >= 0; i-- {
+		if m := h.msgs[i]; m.node == node && m.topic == topic {
+			return m.payload
+		}
+	}
+	return ""
+}

@@ -118,7 +118,9 @@ func (p *workPlacement) place() {
 		case !want && p.running[c.Name]:
 			n.drivers.Stop(c.Name)
 			delete(p.running, c.Name)
-			n.log.Info("connector stopped on this node: another node owns it, or this one lost the cluster", "component", "lot", "connector", c.Name)
+			a, _ := n.Cluster.LoT().Work.Lookup(key)
+			n.log.Info("connector stopped on this node: another node owns it, or this one lost contact with the leader", "component", "lot",
+				"connector", c.Name, "owner", a.Owner, "inContact", n.Cluster.InContact(workFence))
 		}
 	}
 	for _, w := range work {

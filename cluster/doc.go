@@ -117,9 +117,15 @@
 // State.LoT.Work: one owner and one standby per item, planned by the
 // leader over the members heard within FailoverDelay (PlanWork) and
 // committed when it changes; a map with an older Version is ignored.
-// InContact tells an owner whether it may run its work: it leads, or has
-// heard from the leader within the fence the appliance gives (shorter
-// than FailoverDelay, so it stops before the leader moves the work).
+// InContact tells an owner whether it may run its work: it leads (with
+// its term's log applied), or has heard from the leader within the fence
+// the appliance gives (shorter than FailoverDelay, so it stops before the
+// leader moves the work) and, since it last lost contact or started, has
+// applied the log up to the commit index the leader reported afterwards
+// (askCommit, over the peer protocol): a node that comes back never runs
+// work from a stale map. ON START runs are claimed through the leader
+// (ClaimStart; State.LoT.Started) before they run, so each runs at most
+// once per code version.
 //
 // # Messages between nodes
 //

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -177,19 +179,86 @@ func (n *Node) PlanWork(items []WorkItem) (bool, error) {
 	return true, nil
 }
 
-// InContact reports whether this node may run work it owns now: it leads,
-// or it heard from a leader within fence. An owner cut off from the
-// majority stops its work once this turns false, before the leader moves
-// the work (after FailoverDelay, longer than fence).
+// workFence keeps an owner from running its work on a stale owner map:
+// once it lost contact (and when the process starts) it runs nothing
+// until it has applied the leader's log up to the leader's commit index
+// as the leader gave it after contact resumed.
+type workFence struct {
+	mu     sync.Mutex // guards the fields below
+	lifted bool       // contact, and caught up since it resumed
+	target uint64     // the leader's commit index to apply before lifting; 0 while not known
+	asking bool       // a goroutine asks the leader (askCommit)
+	lost   uint64     // counts the losses of contact: an answer asked for before the last one is dropped
+}
+
+// InContact reports whether this node may run work it owns now: it leads
+// (and has applied the whole log of its term), or it heard from the
+// leader within fence and, since it last lost contact, has applied what
+// the leader had committed when contact resumed. An owner cut off from
+// the majority stops its work once this turns false, before the leader
+// moves the work (after FailoverDelay, longer than fence), and a node
+// that comes back does not run work from a map it has not caught up on.
+// It does no I/O (a catch-up check is asked for in the background).
 func (n *Node) InContact(fence time.Duration) bool {
+	f := &n.fence
 	if n.raft.State() == raft.Leader {
-		return true
+		return n.readyTerm.Load() == n.raft.CurrentTerm()
 	}
-	if _, id := n.raft.LeaderWithID(); id == "" {
+	_, id := n.raft.LeaderWithID()
+	lc := n.raft.LastContact()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if lc.IsZero() || time.Since(lc) >= fence {
+		if f.lifted || f.target != 0 {
+			f.lost++
+			n.log.Warn("no contact with a leader: this node stops the LoT work it owns until it is back and caught up",
+				"lastContact", time.Since(lc).Round(time.Millisecond).String())
+		}
+		f.lifted, f.target = false, 0
 		return false
 	}
-	lc := n.raft.LastContact()
-	return !lc.IsZero() && time.Since(lc) < fence
+	if f.lifted {
+		return true // also while an election runs: the fence counts from the last contact
+	}
+	if id == "" {
+		return false
+	}
+	if f.target != 0 && n.raft.AppliedIndex() >= f.target {
+		f.lifted = true
+		return true
+	}
+	if f.target == 0 && !f.asking {
+		lost := f.lost
+		if n.goRun(func(ctx context.Context) { n.askCommit(ctx, string(id), lost) }) {
+			f.asking = true
+		}
+	}
+	return false
+}
+
+// askCommit asks the leader id for its commit index (GET PeerPath), for
+// the fence to lift once this node applied that far.
+func (n *Node) askCommit(ctx context.Context, id string, lost uint64) {
+	defer func() {
+		n.fence.mu.Lock()
+		n.fence.asking = false
+		n.fence.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, n.peerTimeout())
+	defer cancel()
+	ops := n.PeerOps(ctx, id)
+	if ops == "" {
+		return
+	}
+	h, err := n.fetchHello(ctx, ops)
+	if err != nil || h.NodeName != id || h.Leader != id || h.CommitIndex == 0 {
+		return // asked again on the next call
+	}
+	n.fence.mu.Lock()
+	if n.fence.lost == lost {
+		n.fence.target = h.CommitIndex
+	}
+	n.fence.mu.Unlock()
 }
 
 // FailoverDelay is the silence after which a member's work moves.

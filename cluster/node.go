@@ -71,6 +71,7 @@ type Node struct {
 	usersMu        sync.Mutex                      // serialises user changes on the leader (users.go)
 	localUsers     atomic.Pointer[func() []User]   // this node's own users (SetLocalUsers)
 	localLoT       atomic.Pointer[func() []LoTDef] // this node's own LoT definitions (SetLocalLoT, lot.go)
+	fence          workFence                       // whether this node may run the work it owns (InContact, lot_work.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
