@@ -1,6 +1,9 @@
 package appliance
 
 import (
+	"os"
+	"path/filepath"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gantry/drivers"
@@ -18,12 +21,23 @@ func (n *Node) openDrivers() error {
 	// On a clustered node exclusive connectors run where the owner map
 	// says (wire_cluster_work.go); a node whose clustering does not start
 	// runs them all (placeWork).
-	m, err := engine.New(engine.Options{Broker: n.Broker, Logger: n.log, WaitForOwner: n.cfg.Cluster.Enabled})
+	m, err := engine.New(engine.Options{Broker: n.Broker, Logger: n.log, WaitForOwner: n.cfg.Cluster.Enabled,
+		PKIDir: pkiDir(n.cfg.DataDir, os.LookupEnv)})
 	if err != nil {
 		return err
 	}
 	n.drivers = m
 	return nil
+}
+
+// pkiDir is where server connectors keep their certificates: the PKI_DIR
+// environment variable (the seed's name; in a container, a writable
+// folder), else DataDir/pki.
+func pkiDir(dataDir string, env func(string) (string, bool)) string {
+	if d, ok := env("PKI_DIR"); ok && d != "" {
+		return d
+	}
+	return filepath.Join(dataDir, "pki")
 }
 
 // closeDrivers stops every connector (each closes its device connection).

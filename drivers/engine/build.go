@@ -18,6 +18,15 @@ type built struct {
 	run      runner
 }
 
+// usePKIDir hands dir to a server connector that keeps certificates.
+func (b *built) usePKIDir(dir string) {
+	if r, ok := b.run.(*serverRunner); ok {
+		if p, ok := r.srv.(interface{ SetPKIDir(string) }); ok {
+			p.SetPKIDir(dir)
+		}
+	}
+}
+
 // protocols maps each connector type to its configuration block and the
 // function that reads the protocol's settings into a runner.
 var protocols = map[string]struct {

@@ -51,6 +51,10 @@ type Options struct {
 	DialTimeout, PollTimeout time.Duration
 	// WarnEvery rate-limits a connector's repeating warnings (1 min).
 	WarnEvery time.Duration
+	// PKIDir holds the server connectors' certificates: an OPCUA_SERVER
+	// presents the one in PKIDir/own/private, and makes and keeps one
+	// there when it finds none ("": a new certificate on every start).
+	PKIDir string
 }
 
 // DefaultOptions returns the defaults (Broker still to set).
@@ -292,6 +296,9 @@ func (m *Manager) Close() {
 // build is kept, in state Invalid, so that its status says why.
 func (m *Manager) newConnector(d Definition, env drivers.Env) *connector {
 	b, err := build(d.Def, env)
+	if err == nil {
+		b.usePKIDir(m.o.PKIDir)
+	}
 	c := &connector{m: m, source: d.Source, writes: make(chan writeReq, writeQueue),
 		log: m.log.With("connector", d.Name)}
 	if err != nil {

@@ -2,14 +2,9 @@ package opcua
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"net"
-	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -74,16 +69,34 @@ func (c *ServerConfig) Describe() string {
 }
 
 // Server serves the tags over OPC UA (security None, and
-// Basic256Sha256 SignAndEncrypt with a certificate made at start).
+// Basic256Sha256 SignAndEncrypt), with the certificate of its PKI
+// directory (see SetPKIDir): the same file on every node gives a SCADA
+// client one server identity behind ADVERTISED_HOST.
 type Server struct {
 	cfg     *ServerConfig
 	onWrite func(t *drivers.Tag, v drivers.Value)
 	srv     *server.Server
 	ns      *tagSpace
 
-	mu   sync.Mutex // guards vals and live
-	vals map[*drivers.Tag]drivers.Value
-	live *server.Server // srv once started
+	pkiDir string // see SetPKIDir
+
+	mu           sync.Mutex // guards vals, live and identityFile
+	vals         map[*drivers.Tag]drivers.Value
+	live         *server.Server // srv once started
+	identityFile string         // where the certificate came from ("" when made for one start)
+}
+
+// SetPKIDir sets the directory whose own/private holds the server's
+// certificate and key (see serverIdentity); call it before Start. Without
+// one, Start makes a certificate for that start only.
+func (s *Server) SetPKIDir(dir string) { s.pkiDir = dir }
+
+// IdentityFile is the file the running server's certificate came from,
+// or "" when it was made for this start only.
+func (s *Server) IdentityFile() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.identityFile
 }
 
 // NewServer makes a server; Start binds it.
@@ -143,23 +156,21 @@ func (s *Server) Start() error {
 		return fmt.Errorf("opcua server: bind %s: %w", addr, err)
 	}
 	l.Close()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	hosts := []string{s.cfg.Bind}
+	if s.cfg.Advertised != "" {
+		hosts = []string{s.cfg.Advertised, s.cfg.Bind}
+	}
+	if h, err := os.Hostname(); err == nil {
+		hosts = append(hosts, h)
+	}
+	idn, err := serverIdentity(s.pkiDir, hosts)
 	if err != nil {
 		return err
 	}
-	host := s.cfg.Advertised
-	if host == "" {
-		host = s.cfg.Bind
-	}
-	u, _ := url.Parse("urn:gantry:server")
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "Gantry OPCUA_SERVER"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().AddDate(5, 0, 0), URIs: []*url.URL{u}, DNSNames: []string{host},
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageDataEncipherment | x509.KeyUsageContentCommitment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return err
-	}
+	der, key := idn.cert, idn.key
+	s.mu.Lock()
+	s.identityFile = idn.from
+	s.mu.Unlock()
 	opts := []server.Option{server.EndPoint(s.cfg.Bind, s.cfg.Port),
 		server.EnableSecurity("None", ua.MessageSecurityModeNone),
 		server.EnableSecurity("Basic256Sha256", ua.MessageSecurityModeSignAndEncrypt),
