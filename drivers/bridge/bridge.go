@@ -160,6 +160,10 @@ type Bridge struct {
 	rep    Reporter
 	client mqtt.Client
 
+	minBackoff, maxBackoff time.Duration
+	stop                   chan struct{} // closed by Stop: ends the first connection's retries
+	dialing                sync.WaitGroup
+
 	mu     sync.Mutex           // guards recent
 	recent map[uint64]time.Time // messages sent out lately, to drop their echo
 }
@@ -170,10 +174,15 @@ const echoWindow = 5 * time.Second
 
 // New makes a bridge; Run connects it.
 func New(cfg *Config, local Local, rep Reporter, minBackoff, maxBackoff time.Duration) *Bridge {
-	b := &Bridge{cfg: cfg, local: local, rep: rep, recent: map[uint64]time.Time{}}
+	b := &Bridge{cfg: cfg, local: local, rep: rep, recent: map[uint64]time.Time{},
+		minBackoff: minBackoff, maxBackoff: max(maxBackoff, minBackoff), stop: make(chan struct{})}
+	// The first connection is retried here, not by paho (ConnectRetry),
+	// whose retries report no error: a wrong certificate or address would
+	// show as connecting, without a reason. After a connection paho
+	// reconnects by itself and reports the loss.
 	o := mqtt.NewClientOptions().AddBroker(cfg.URL).SetClientID(cfg.ClientID).SetUsername(cfg.Username).
 		SetPassword(cfg.Password).SetCleanSession(true).SetKeepAlive(cfg.KeepAlive).SetConnectTimeout(cfg.ConnectTimeout).
-		SetAutoReconnect(true).SetConnectRetry(true).SetConnectRetryInterval(minBackoff).SetMaxReconnectInterval(maxBackoff).
+		SetAutoReconnect(true).SetMaxReconnectInterval(maxBackoff).
 		SetOrderMatters(false).SetOnConnectHandler(b.onConnect).
 		SetConnectionLostHandler(func(_ mqtt.Client, err error) { rep.State(false, err) })
 	if cfg.TLS != nil {
@@ -183,11 +192,43 @@ func New(cfg *Config, local Local, rep Reporter, minBackoff, maxBackoff time.Dur
 	return b
 }
 
-// Start connects (in the background: paho keeps trying with backoff).
-func (b *Bridge) Start() { b.client.Connect() }
+// Start connects in the background, trying again with backoff until the
+// first connection succeeds (each failure reported) or Stop.
+func (b *Bridge) Start() {
+	b.dialing.Add(1)
+	go b.dial()
+}
 
-// Stop disconnects, waiting at most 250 ms for work in progress.
+func (b *Bridge) dial() {
+	defer b.dialing.Done()
+	wait := b.minBackoff
+	for {
+		tok := b.client.Connect()
+		select {
+		case <-tok.Done():
+		case <-b.stop:
+			return
+		}
+		if tok.Error() == nil {
+			return
+		}
+		b.rep.State(false, fmt.Errorf("connect %s: %w", b.cfg.URL, tok.Error()))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-b.stop:
+			t.Stop()
+			return
+		}
+		wait = min(2*wait, b.maxBackoff)
+	}
+}
+
+// Stop ends the first connection's retries and disconnects, waiting at
+// most 250 ms for work in progress.
 func (b *Bridge) Stop() {
+	close(b.stop)
+	b.dialing.Wait()
 	b.client.Disconnect(250)
 	b.rep.State(false, nil)
 }
