@@ -29,7 +29,9 @@ type lotView struct {
 		Behind  bool   `json:"behind"`
 		Reason  string `json:"reason"`
 	} `json:"nodes"`
-	Work []struct {
+	Session string            `json:"session"`
+	Started map[string]string `json:"started"`
+	Work    []struct {
 		Key     string `json:"key"`
 		Owner   string `json:"owner"`
 		Standby string `json:"standby"`
@@ -382,6 +384,54 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 	}
 	if n := len(flatten(heard.since("lot/boot", start))); n != 1 {
 		t.Fatalf("ON START ran %d times after the failover, want once", n)
+	}
+
+	// Restarting one node runs nothing; restarting every node starts a
+	// new session, in which ON START runs once more.
+	startRuns := func() int {
+		n := 0
+		for _, nd := range nodes {
+			n += strings.Count(nd.stderr(), `msg="running ON START: this node owns it" component=lot action=Boot`)
+		}
+		return n
+	}
+	session := func() (string, string) {
+		v, err := lotOf(nodes[0].ip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Session, v.Started["Boot"]
+	}
+	if n := startRuns(); n != 1 {
+		t.Fatalf("the logs show %d ON START runs, want 1", n)
+	}
+	ownerNode.start()
+	agreeOnLeader(t, nodes, 3, 30*time.Second, "")
+	lotInSync(t, nodes, 20*time.Second)
+	s1, code := session()
+	time.Sleep(2 * time.Second) // observation window: a restarted node must not run ON START (not a wait for a condition)
+	if n := startRuns(); n != 1 || code == "" {
+		t.Fatalf("after one node restarted: %d ON START runs, code %q, want 1 run", n, code)
+	}
+	for _, nd := range nodes {
+		nd.kill()
+	}
+	for _, nd := range nodes {
+		nd.start()
+	}
+	agreeOnLeader(t, nodes, 3, 30*time.Second, "")
+	eventually(t, 20*time.Second, func() error {
+		if s2, c := session(); s2 == s1 || c != code {
+			return fmt.Errorf("session %q (was %q), Boot's code %q", s2, s1, c)
+		}
+		if n := startRuns(); n != 2 {
+			return fmt.Errorf("%d ON START runs after every node restarted, want 2", n)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // observation window: no second run in the new session (not a wait for a condition)
+	if n := startRuns(); n != 2 {
+		t.Fatalf("%d ON START runs after every node restarted, want 2", n)
 	}
 }
 

@@ -53,6 +53,7 @@ type Node struct {
 	clusterUsers *clusterUsers  // nil without clustering (wire_cluster_users.go)
 	lotDefs      *clusterDefs   // LoT's definitions store, through the cluster when clustered (wire_cluster_lot.go)
 	placement    *workPlacement // where timers, ON START and exclusive connectors run; nil with clustering off (wire_cluster_work.go)
+	boot         string         // random, drawn at start: this process in the cluster's LoT session (wire_cluster_work.go)
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger

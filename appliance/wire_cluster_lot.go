@@ -356,7 +356,10 @@ type lotNodeStatus struct {
 	Applied uint64 `json:"applied"`          // the cluster version its definitions match
 	Behind  bool   `json:"behind"`           // it has not applied the cluster's latest version
 	Reason  string `json:"reason,omitempty"` // why it is behind, or why it did not answer
-	mixed   bool   // it does not replicate LoT
+	// Boot identifies the node's process (drawn at start), for the LoT
+	// session: "" when it did not answer.
+	Boot  string `json:"boot,omitempty"`
+	mixed bool   // it does not replicate LoT
 }
 
 // lotStatus is lot in GET /cluster.
@@ -372,6 +375,10 @@ type lotStatus struct {
 	MixedMode bool                     `json:"mixedMode"`
 	Nodes     []lotNodeStatus          `json:"nodes"`
 	Work      []cluster.WorkAssignment `json:"work"`
+	// Session is the LoT session ON START counts in, and the ON START
+	// actions run in it (action → code version).
+	Session string            `json:"session"`
+	Started map[string]string `json:"started,omitempty"`
 }
 
 // selfLoTStatus is this node's part.
@@ -380,7 +387,7 @@ func (n *Node) selfLoTStatus() lotNodeStatus {
 	lot := n.Cluster.LoT()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := lotNodeStatus{Node: n.cfg.Cluster.NodeName, Applied: s.applied, Reason: s.behind}
+	st := lotNodeStatus{Node: n.cfg.Cluster.NodeName, Applied: s.applied, Reason: s.behind, Boot: n.boot}
 	if lot.Version != 0 && s.applied < lot.Version {
 		st.Behind = true
 		if st.Reason == "" {
@@ -405,7 +412,7 @@ func (n *Node) lotClusterStatus() *lotStatus {
 	}
 	lot := n.Cluster.LoT()
 	out := &lotStatus{Version: lot.Version, Changes: lot.Changes, AdoptedFrom: lot.AdoptedFrom,
-		Definitions: len(lot.Defs), Work: lot.Work.Items}
+		Definitions: len(lot.Defs), Work: lot.Work.Items, Session: lot.Session.ID, Started: lot.Started}
 	s := n.lotDefs
 	s.mu.Lock()
 	peers := s.peers

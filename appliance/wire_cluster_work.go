@@ -2,6 +2,8 @@ package appliance
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"time"
@@ -102,6 +104,10 @@ func (p *workPlacement) place() {
 			p.warned = time.Now()
 			n.log.Warn("cannot commit the LoT work map", "component", "lot", "err", err)
 		}
+		if err := cl.KeepLoTSession(p.boots()); err != nil && time.Since(p.warned) > time.Minute {
+			p.warned = time.Now()
+			n.log.Warn("cannot commit the LoT session", "component", "lot", "err", err)
+		}
 	}
 	for _, c := range conns {
 		if c.Server {
@@ -142,7 +148,11 @@ func (p *workPlacement) start(name, code string) {
 		}
 		return
 	}
-	if cl.LoT().Started[name] == code || !p.RunsHere(runtime.WorkStart+name) || !p.n.lotDefs.matches() {
+	lot := cl.LoT()
+	if lot.Session.ID == "" || lot.Session.Boots[p.me] != n.boot {
+		return // the leader has not counted this process into the session yet
+	}
+	if lot.Started[name] == code || !p.RunsHere(runtime.WorkStart+name) || !p.n.lotDefs.matches() {
 		return
 	}
 	err := cl.ClaimStart(context.Background(), cluster.StartClaim{Action: name, Code: code})
@@ -154,4 +164,26 @@ func (p *workPlacement) start(name, code string) {
 	default:
 		n.log.Warn("cannot claim an ON START run; trying again", "component", "lot", "action", name, "err", err)
 	}
+}
+
+// boots are the processes of the members that answered lately, this one
+// included: name → boot.
+func (p *workPlacement) boots() map[string]string {
+	s := p.n.lotDefs
+	out := map[string]string{p.me: p.n.boot}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, v := range s.peers {
+		if v.Boot != "" {
+			out[name] = v.Boot
+		}
+	}
+	return out
+}
+
+// newBoot draws this process's boot.
+func newBoot() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

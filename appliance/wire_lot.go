@@ -34,6 +34,7 @@ func (n *Node) openLoT() error {
 	n.lotDefs = newClusterDefs(store, n.cfg.DataDir, n.log) // wire_cluster_lot.go
 	var placement runtime.Placement
 	if n.cfg.Cluster.Enabled {
+		n.boot = newBoot()
 		n.placement = newWorkPlacement(n) // wire_cluster_work.go
 		placement = n.placement
 	}

@@ -252,7 +252,7 @@ func (n *Node) ClaimStart(ctx context.Context, c StartClaim) error {
 	if st.Started[c.Action] == c.Code {
 		return ErrStartClaimed
 	}
-	c.Node = n.opts.NodeName
+	c.Node, c.Session = n.opts.NodeName, st.Session.ID
 	if n.raft.State() == raft.Leader {
 		_, err := n.commitLoT(&lotCommand{From: n.opts.NodeName, Start: &c})
 		return err

@@ -45,6 +45,8 @@ type LoTState struct {
 	// Started records the ON START actions claimed in this session
 	// (lot_start.go): action name → the code version that ran.
 	Started map[string]string `json:"started,omitempty"`
+	// Session is the session ON START counts in (lot_start.go).
+	Session LoTSession `json:"session"`
 }
 
 // lotCommand is the command of a LoT change: definitions (computed on
@@ -58,6 +60,7 @@ type lotCommand struct {
 	Puts    []LoTDef    `json:"puts,omitempty"`
 	Work    *WorkMap    `json:"work,omitempty"`
 	Start   *StartClaim `json:"start,omitempty"`
+	Session *LoTSession `json:"session,omitempty"`
 }
 
 // Errors of LoT changes.
@@ -95,6 +98,8 @@ func (f *fsm) applyLoT(c *lotCommand, index uint64) (result any, changed bool) {
 		return nil, true
 	case c.Start != nil:
 		return f.applyStart(c.Start)
+	case c.Session != nil:
+		return f.applySession(c.Session)
 	case c.Adopt:
 		if st.Version != 0 {
 			return &LoTConflictError{Current: st.Version}, false

@@ -140,3 +140,36 @@ func TestPlanWork(t *testing.T) {
 		t.Fatalf("the new timer went to %s, want the least loaded b", d.Owner)
 	}
 }
+
+// TestFSMStartClaims: an ON START run is claimed once per session and
+// code; a new session forgets the claims; a claim for another session is
+// refused.
+func TestFSMStartClaims(t *testing.T) {
+	f := &fsm{}
+	apply := func(i uint64, c lotCommand) error {
+		err, _ := f.Apply(lotEntry(t, i, c)).(error)
+		return err
+	}
+	s1 := &LoTSession{ID: "s1", Boots: map[string]string{"a": "1", "b": "2"}}
+	claim := func(session, code string) lotCommand {
+		return lotCommand{Start: &StartClaim{Action: "Boot", Code: code, Node: "a", Session: session}}
+	}
+	for i, step := range []struct {
+		c    lotCommand
+		want error
+	}{
+		{lotCommand{Session: s1}, nil},
+		{claim("s1", "c1"), nil},
+		{claim("s1", "c1"), ErrStartClaimed},
+		{claim("s0", "c2"), ErrStartClaimed},
+		{claim("s1", "c2"), nil}, // new code runs again
+		{lotCommand{Session: &LoTSession{ID: "s1", Boots: map[string]string{"a": "3", "b": "2"}}}, nil},
+		{claim("s1", "c2"), ErrStartClaimed}, // same session: a restarted member does not run it again
+		{lotCommand{Session: &LoTSession{ID: "s2"}}, nil},
+		{claim("s2", "c2"), nil}, // a new session runs it again
+	} {
+		if err := apply(uint64(i+1), step.c); !errors.Is(err, step.want) {
+			t.Fatalf("step %d: %v, want %v", i, err, step.want)
+		}
+	}
+}
