@@ -100,7 +100,7 @@ func checkSubscriber(h *history, sub string, at func(time.Time) *row) {
 		if prev := seen[d.id]; len(prev) > 0 {
 			if r != nil {
 				r.dups++
-				if s.qos == 2 {
+				if s.qos == 2 && !restartedBetween(h.restarts[sub], s.first, d.at) {
 					r.qos2Twice(sub, d, prev, s)
 				}
 			}
@@ -133,6 +133,17 @@ func checkSubscriber(h *history, sub string, at func(time.Time) *row) {
 			r.note("%s never got %v (QoS %d, acknowledged by %s at %s)", sub, id, s.qos, s.ackedOn, s.ackedAt.Format("15:04:05.000"))
 		}
 	}
+}
+
+// restartedBetween: the subscriber's node was started again (it failed
+// over) between from and to, so a QoS 2 message may reach it twice.
+func restartedBetween(restarts []time.Time, from, to time.Time) bool {
+	for _, t := range restarts {
+		if t.After(from) && t.Before(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // qos2Twice classifies a QoS 2 message delivered again (d) after prev: the

@@ -58,6 +58,10 @@ func TestCheck(t *testing.T) {
 			[]send{{msgID{1, 1}, 2, []string{"a", "b"}, []int{1, 2}, true, 0}},
 			[]recv{{"s1", msgID{1, 1}, 1, 0}, {"s1", msgID{1, 1}, 1, 0}},
 			row{acked: 1, delivered: 1, dups: 1, qos2Dup: 1}},
+		{"QoS 2 twice on one connection after the subscriber's node restarted",
+			[]send{{msgID{1, 2}, 2, []string{"a"}, []int{1}, true, 0}},
+			[]recv{{"s1", msgID{1, 2}, 1, 0}, {"s1", msgID{1, 2}, 1, 0}},
+			row{acked: 1, delivered: 1, dups: 1}},
 		{"out of order on one node",
 			[]send{{msgID{0, 1}, 1, []string{"a"}, []int{1}, true, 0}, {msgID{0, 2}, 1, []string{"a"}, []int{1}, true, 0}},
 			[]recv{{"s1", msgID{0, 2}, 1, 0}, {"s1", msgID{0, 1}, 1, 0}},
@@ -93,6 +97,9 @@ func TestCheck(t *testing.T) {
 					h.ack(s.id, s.nodes[len(s.nodes)-1])
 				}
 				h.sent[s.id].first = t0.Add(time.Duration(i) * time.Millisecond)
+			}
+			if tc.name == "QoS 2 twice on one connection after the subscriber's node restarted" {
+				h.restarts["s1"] = []time.Time{t0.Add(time.Nanosecond)}
 			}
 			for _, r := range tc.recvs {
 				h.deliver(r.sub, r.id.payload(h.sent[r.id].qos, r.attempt), r.conn)

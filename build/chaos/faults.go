@@ -229,12 +229,18 @@ func (r *run) finish(drain time.Duration) ([]row, []string) {
 	r.subsDone.Wait()
 	close(r.stopWatch)
 	r.watchDone.Wait()
+	r.h.mu.Lock()
+	for _, s := range r.subs {
+		r.h.restarts[s.name] = s.node.restarts()
+	}
+	r.h.mu.Unlock()
 	rows := check(r.h, r.phases, r.subNames())
 	var notes []string
 	for sub, lost := range r.h.lostSess {
 		notes = append(notes, fmt.Sprintf("%s found no session on %d reconnects (its persistent session was lost)", sub, len(lost)))
 	}
 	notes = append(notes, r.owners.violations()...)
+	notes = append(notes, lostBreakdown(r.h, r.subNames(), partitionCount(r.c.nodes[0]))...)
 	return rows, notes
 }
 
@@ -261,7 +267,7 @@ func (r *run) followers() ([]*node, *node, error) {
 	}
 	var out []*node
 	for _, n := range r.c.nodes {
-		if n != leader && n != r.disk {
+		if n != leader {
 			out = append(out, n)
 		}
 	}
@@ -274,6 +280,11 @@ func (r *run) followers() ([]*node, *node, error) {
 }
 
 func restart(n *node) func() error { return n.start }
+
+// partitionOf is the partition of publisher pub among count.
+func partitionOf(pub, count int) int {
+	return partition.For((&publisher{num: pub}).clientID(), count)
+}
 
 func killFollower(r *run) (string, func() error, error) {
 	fs, _, err := r.followers()
@@ -301,7 +312,7 @@ func killOwner(r *run) (string, func() error, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		if o != "" && o != leader.name && (r.disk == nil || o != r.disk.name) && !slices.Contains(owners, o) {
+		if o != "" && o != leader.name && !slices.Contains(owners, o) {
 			owners = append(owners, o)
 		}
 	}

@@ -68,11 +68,13 @@ type history struct {
 	sent     map[msgID]*sent
 	recv     map[string][]delivery  // subscriber → deliveries in arrival order
 	lostSess map[string][]time.Time // subscriber → reconnects that found no session
+	restarts map[string][]time.Time // subscriber → restarts of its node, set before the check
 	bad      int                    // payloads that did not parse
 }
 
 func newHistory() *history {
-	return &history{sent: map[msgID]*sent{}, recv: map[string][]delivery{}, lostSess: map[string][]time.Time{}}
+	return &history{sent: map[msgID]*sent{}, recv: map[string][]delivery{}, lostSess: map[string][]time.Time{},
+		restarts: map[string][]time.Time{}}
 }
 
 // attempt records a PUBLISH of id and returns its attempt number.

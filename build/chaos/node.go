@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,11 +33,13 @@ type node struct {
 	dataDir string
 	env     []string // the node's environment beyond os.Environ
 
-	mu     sync.Mutex // guards cmd, exited, paused, tail
-	cmd    *exec.Cmd
-	exited chan struct{} // closed once the process was reaped
-	paused bool
-	tail   []string // last lines of stderr, for failure messages
+	mu      sync.Mutex // guards cmd, exited, paused, tail
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once the process was reaped
+	paused  bool
+	started bool        // it ran before
+	tail    []string    // last lines of stderr, for failure messages
+	starts  []time.Time // every start after the first: a restart (its node failed over)
 	// logFile, when set, keeps all of stderr; written by the one reader
 	// goroutine of the running process.
 	logFile *os.File
@@ -82,7 +85,10 @@ func (n *node) start() error {
 		return fmt.Errorf("%s: %w", n.name, err)
 	}
 	exited := make(chan struct{})
-	n.cmd, n.exited, n.paused = cmd, exited, false
+	if n.started {
+		n.starts = append(n.starts, time.Now())
+	}
+	n.cmd, n.exited, n.paused, n.started = cmd, exited, false, true
 	n.mu.Unlock()
 	listening := make(chan struct{})
 	go func() {
@@ -135,6 +141,13 @@ func (n *node) forget(exited chan struct{}) {
 	if n.exited == exited {
 		n.cmd, n.exited, n.paused = nil, nil, false
 	}
+}
+
+// restarts returns when the node was started again.
+func (n *node) restarts() []time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.starts)
 }
 
 func (n *node) running() bool {

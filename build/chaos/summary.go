@@ -72,3 +72,57 @@ func spread(ds []time.Duration) string {
 	}
 	return dur(s[len(s)/2]) + " / " + dur(worst)
 }
+
+// lostBreakdown groups the acknowledged messages a subscriber never got
+// by subscriber, publisher (with its partition) and the node that
+// acknowledged them: the reproduction a report needs.
+func lostBreakdown(h *history, subs []string, partitions int) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	type key struct {
+		sub, on string
+		pub     int
+	}
+	type span struct {
+		n          int
+		lo, hi     int
+		first, end time.Time
+	}
+	spans := map[key]*span{}
+	for _, sub := range subs {
+		got := map[msgID]bool{}
+		for _, d := range h.recv[sub] {
+			got[d.id] = true
+		}
+		for id, s := range h.sent {
+			if !s.acked || got[id] {
+				continue
+			}
+			k := key{sub, s.ackedOn, id.pub}
+			sp := spans[k]
+			if sp == nil {
+				sp = &span{lo: id.seq, hi: id.seq, first: s.ackedAt, end: s.ackedAt}
+				spans[k] = sp
+			}
+			sp.n++
+			sp.lo, sp.hi = min(sp.lo, id.seq), max(sp.hi, id.seq)
+			if s.ackedAt.Before(sp.first) {
+				sp.first = s.ackedAt
+			}
+			if s.ackedAt.After(sp.end) {
+				sp.end = s.ackedAt
+			}
+		}
+	}
+	var out []string
+	for k, sp := range spans {
+		part := ""
+		if partitions > 0 {
+			part = fmt.Sprintf(" (partition %d)", partitionOf(k.pub, partitions))
+		}
+		out = append(out, fmt.Sprintf("%s never got %d messages of chaos-pub-%d%s, sequences %d..%d, acknowledged by %s between %s and %s",
+			k.sub, sp.n, k.pub, part, sp.lo, sp.hi, k.on, sp.first.Format("15:04:05.000"), sp.end.Format("15:04:05.000")))
+	}
+	slices.Sort(out)
+	return out
+}
