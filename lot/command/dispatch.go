@@ -82,6 +82,14 @@ type Diagnostician interface {
 	Diagnose(ctx context.Context, c Caller, kind defs.Kind, name string) (data any, err error)
 }
 
+// Tracer is an optional capability of Runner: -actionTrace streams what
+// each run of an action (or of every action) does to
+// $SYS/Coreflux/Actions/<name>/Trace for a while; the returned data goes
+// into the reply.
+type Tracer interface {
+	TraceActions(ctx context.Context, c Caller, op TraceOp, name string) (data any, err error)
+}
+
 // Projects loads projects and lists what is deployed.
 type Projects interface {
 	LoadProject(ctx context.Context, c Caller, name string) (data any, err error)
@@ -197,6 +205,16 @@ func (d *Dispatcher) dispatch(ctx context.Context, c Caller, cmd Command) Reply 
 			return unavailable(cmd)
 		}
 		return d.editEnvironment(ctx, c, cmd, ed)
+	case ActionTrace:
+		tr, ok := d.h.Runner.(Tracer)
+		if !ok {
+			return unavailable(cmd)
+		}
+		data, err := tr.TraceActions(ctx, c, cmd.Trace, cmd.Target)
+		if err != nil {
+			return entityFailure(cmd, "Action", cmd.Target, "trace", err)
+		}
+		return success(cmd, "Action", cmd.Target, traceMessage(cmd), data)
 	case LotDiagnostic:
 		dg, ok := d.h.Entities.(Diagnostician)
 		if !ok {
@@ -411,6 +429,20 @@ func withErr(r Reply, err error, source string) Reply {
 		r.Errors = es
 	}
 	return r
+}
+
+func traceMessage(cmd Command) string {
+	switch {
+	case cmd.Trace == TraceOn && cmd.Target == "":
+		return "Tracing every action"
+	case cmd.Trace == TraceOn:
+		return fmt.Sprintf("Tracing action '%s'", cmd.Target)
+	case cmd.Trace == TraceOff:
+		return "Action traces stopped"
+	case cmd.Trace == TraceRemove:
+		return fmt.Sprintf("Trace of action '%s' stopped", cmd.Target)
+	}
+	return "Action traces"
 }
 
 func unavailable(cmd Command) Reply {

@@ -36,6 +36,40 @@ type Command struct {
 	On bool
 	// Input is the JSON after the name of -runAction; nil when absent.
 	Input json.RawMessage
+	// Trace is what -actionTrace does: TraceOn (Target, or every action
+	// when Target is ""), TraceOff (all), TraceStatus or TraceRemove
+	// (Target).
+	Trace TraceOp
+}
+
+// TraceOp is the operation of -actionTrace.
+type TraceOp uint8
+
+// -actionTrace operations.
+const (
+	TraceOn     TraceOp = iota + 1 // -actionTrace NAME | all
+	TraceOff                       // -actionTrace off
+	TraceStatus                    // -actionTrace status
+	TraceRemove                    // -actionTrace remove NAME
+)
+
+// parseTrace reads -actionTrace's NAME | all | off | status | remove NAME.
+func parseTrace(cmd *Command, toks []string) error {
+	switch {
+	case len(toks) == 2 && strings.EqualFold(toks[0], "remove"):
+		cmd.Trace, cmd.Target = TraceRemove, toks[1]
+	case len(toks) != 1:
+		return parseErr("%s takes an action name, all, off, status, or remove and an action name, got %s", cmd.Name, countArgs(toks))
+	case strings.EqualFold(toks[0], "all"):
+		cmd.Trace = TraceOn
+	case strings.EqualFold(toks[0], "off"):
+		cmd.Trace = TraceOff
+	case strings.EqualFold(toks[0], "status"):
+		cmd.Trace = TraceStatus
+	default:
+		cmd.Trace, cmd.Target = TraceOn, toks[0]
+	}
+	return nil
 }
 
 // ParseError is the error Parse returns.
@@ -133,6 +167,8 @@ func parseArgs(cmd *Command, rest string) error {
 			return parseErr("%s takes a user name and a group, got %s", cmd.Name, countArgs(toks))
 		}
 		cmd.Target, cmd.Value = toks[0], toks[1]
+	case argsTrace:
+		return parseTrace(cmd, toks)
 	case argsKindName:
 		if len(toks) != 2 {
 			return parseErr("%s takes a kind (action, model, rule, connector or route) and a name, got %s", cmd.Name, countArgs(toks))

@@ -42,6 +42,7 @@ const (
 	LotDiagnostic
 	LoadProject
 	ListEntities
+	ActionTrace
 	// UpdateData refreshes $SYS statistics and, as in the reference, gets
 	// no reply.
 	UpdateData
@@ -62,6 +63,7 @@ const (
 	argsUserFlag                  // user, flag, true|false
 	argsUserGroup                 // user and group
 	argsKindName                  // model, action, route, connector or rule, then a name
+	argsTrace                     // a name, all, off, status, or remove and a name
 )
 
 type verbInfo struct {
@@ -101,6 +103,7 @@ var verbs = [numVerbs]verbInfo{
 	LotDiagnostic:       {[]string{"lotDiagnostic"}, "", argsKindName, ""},
 	LoadProject:         {[]string{"loadProject"}, "", argsName, "SystemConfiguration"},
 	ListEntities:        {[]string{"listEntities"}, "", argsNone, "SystemConfiguration"},
+	ActionTrace:         {[]string{"actionTrace"}, defs.Action, argsTrace, "ActionManagementRun"},
 	UpdateData:          {[]string{"updateData"}, "", argsNone, ""},
 }
 
@@ -147,7 +150,7 @@ func init() {
 		{"legacy HUB asset commands are not supported", []string{"install", "installWithToken", "uninstall",
 			"uninstallWithToken", "uninstallMultiple", "run", "stop", "assetDefaultConfig", "assetHelp", "assetSchema",
 			"assetConfigSave", "assetConfigLoad", "assetPolicySet", "assetNameSet"}},
-		{"it is not implemented yet", []string{"actionTrace", "getPendingStatus", "listRoutes",
+		{"it is not implemented yet", []string{"getPendingStatus", "listRoutes",
 			"listConnectors", "routeCode", "listTemplates", "checkRouteConnection", "connectionStatus", "routeCertificates",
 			"addProject", "removeProject", "unloadProject", "listProjects", "getProject",
 			"duplicateProject", "projectCheckout", "projectPull", "projectPush", "projectStatus", "projectManifest",

@@ -117,6 +117,7 @@ type Engine struct {
 
 	dep     atomic.Pointer[deployment]
 	scratch sync.Pool // *runScratch of action runs
+	trace   tracer    // -actionTrace (trace.go)
 
 	trig   *broker.Client // subscribed to what LoT watches (watch.go); publishes as LoT
 	cmd    *broker.Client // the command topic

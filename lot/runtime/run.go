@@ -144,9 +144,13 @@ func (e *Engine) runAction(a *action, ev *interp.Event, hops uint8) error {
 			sc.fx.frame.SetTrigger(ev.Topic, ev.Payload)
 		}
 	}
+	tr := e.startTrace(a, ev)
 	err := a.prog.Run(&sc.host, runEv)
 	if ferr := e.flush(&sc.fx, hops); ferr != nil && err == nil {
 		err = fmt.Errorf("action %s: %w", a.name, ferr)
+	}
+	if tr != nil {
+		e.finishTrace(tr, &sc.fx, err)
 	}
 	sc.reset()
 	e.scratch.Put(sc)
