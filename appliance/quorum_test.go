@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -81,8 +82,19 @@ func TestQuorumRefusesWithoutMajority(t *testing.T) {
 		if code != 0x97 {
 			return fmt.Errorf("publish without a majority: reason %#x %q, want 0x97", code, text)
 		}
+		if !strings.Contains(text, "partition") {
+			t.Fatalf("0x97 without a reason string naming the partition: %q", text)
+		}
 		return nil
 	})
+	// An MQTT 3.1.1 publisher cannot be told: its connection is closed
+	// instead of acknowledging, so that it sends the message again.
+	r311 := dialRaw(t, a.addr(), "pub-311", packet.V311)
+	pub := packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("quorum/1"), Payload: []byte("without-majority-311")}
+	r311.write(pub.Append(nil, packet.V311))
+	if p, err := r311.next(); err == nil {
+		t.Fatalf("a 3.1.1 publish without a majority was answered with %+v, want the connection closed", p)
+	}
 	rs := replicationView(t, a.ip)
 	if n := rs.Failures["noMajority"] + rs.Failures["timeout"]; n == 0 {
 		t.Fatalf("refusals not counted: %+v", rs.Failures)
@@ -95,7 +107,7 @@ func TestQuorumRefusesWithoutMajority(t *testing.T) {
 		return nil
 	})
 	eventually(t, 10*time.Second, func() error { return got.has("majority-back") })
-	if n := got.count("without-majority"); n != 0 {
+	if n := got.count("without-majority") + got.count("without-majority-311"); n != 0 {
 		t.Fatalf("a refused publish was delivered %d times", n)
 	}
 	// The trace tells the story of pub-q's publishes on a.
@@ -280,19 +292,24 @@ type rawV5 struct {
 	t  *testing.T
 	nc net.Conn
 	br *bufio.Reader
+	v  packet.Version
 }
 
 func dialRawV5(t *testing.T, addr, clientID string) *rawV5 {
+	return dialRaw(t, addr, clientID, packet.V5)
+}
+
+func dialRaw(t *testing.T, addr, clientID string, v packet.Version) *rawV5 {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	r := &rawV5{t: t, nc: nc, br: bufio.NewReader(nc)}
-	c := packet.Connect{ProtocolName: "MQTT", Version: packet.V5, KeepAlive: 60, ClientID: clientID, CleanStart: true}
+	r := &rawV5{t: t, nc: nc, br: bufio.NewReader(nc), v: v}
+	c := packet.Connect{ProtocolName: "MQTT", Version: v, KeepAlive: 60, ClientID: clientID, CleanStart: true}
 	r.write(c.Append(nil))
-	if ack := r.read(); ack.(*packet.Connack).ReasonCode != packet.Success {
+	if ack := r.read(); ack.(*packet.Connack).ReasonCode.IsError() {
 		t.Fatalf("CONNACK %v", ack.(*packet.Connack).ReasonCode)
 	}
 	return r
@@ -308,12 +325,21 @@ func (r *rawV5) write(b []byte) {
 
 func (r *rawV5) read() any {
 	r.t.Helper()
+	p, err := r.next()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+// next reads the next packet, or the error that ended the connection.
+func (r *rawV5) next() (any, error) {
 	r.nc.SetReadDeadline(time.Now().Add(crashWait))
 	var hdr []byte
 	for {
 		b, err := r.br.ReadByte()
 		if err != nil {
-			r.t.Fatal(err)
+			return nil, err
 		}
 		hdr = append(hdr, b)
 		if len(hdr) >= 2 && (b&0x80 == 0 || len(hdr) == 5) {
@@ -322,17 +348,13 @@ func (r *rawV5) read() any {
 	}
 	h, _, err := packet.DecodeFixedHeader(hdr)
 	if err != nil {
-		r.t.Fatal(err)
+		return nil, err
 	}
 	body := make([]byte, h.Remaining)
 	if _, err := io.ReadFull(r.br, body); err != nil {
-		r.t.Fatal(err)
+		return nil, err
 	}
-	p, err := packet.Decode(h, body, packet.V5)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return p
+	return packet.Decode(h, body, r.v)
 }
 
 // expectAck reads the next packet, which must be an acknowledgement of
@@ -382,4 +404,29 @@ func TestQuorumQoS2ResentAfterFailoverDeliveredOnce(t *testing.T) {
 	if n := got.count("only-once"); n != 1 {
 		t.Fatalf("the QoS 2 message reached the subscriber %d times, want once", n)
 	}
+}
+
+// TestQuorumClusterStarting: a node whose cluster has not formed yet (its
+// seeds do not answer, bootstrap still waits) refuses QoS 1 with 0x97
+// "Cluster starting", and QoS 0 goes through.
+func TestQuorumClusterStarting(t *testing.T) {
+	nodes := clusterOf(t, 2, func(nd *crashNode) {
+		nd.held = strings.HasSuffix(nd.ip, ".2")
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_BOOTSTRAP_GRACE_SECONDS=600")
+		add := exec.Command(nd.bin, "-addUser", "cluster", clusterUserPassword)
+		add.Env = nd.env()
+		if out, err := add.CombinedOutput(); err != nil {
+			t.Fatalf("-addUser cluster: %v\n%s", err, out)
+		}
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster")
+	})
+	a := nodes[0]
+	r := dialRawV5(t, a.addr(), "early-bird")
+	pub := packet.Publish{QoS: 1, PacketID: 1, Topic: []byte("start/x"), Payload: []byte("too-early")}
+	r.write(pub.Append(nil, packet.V5))
+	ack, ok := r.read().(*packet.Ack)
+	if !ok || ack.ReasonCode != packet.QuotaExceeded || ack.Props.ReasonString != "Cluster starting" {
+		t.Fatalf("QoS 1 before the cluster formed: %+v, want PUBACK 0x97 \"Cluster starting\"", ack)
+	}
+	publishV5(t, a.addr(), "start/x", "qos0", 0)
 }

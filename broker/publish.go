@@ -355,7 +355,7 @@ func (c *conn) refusalLocked(m *Message, pid uint16, err error) error {
 	c.srv.stats.RefusedPublishes.Add(1)
 	rc := reasonOf(err)
 	if c.version == packet.V5 {
-		c.ackLocked(m.QoS, pid, rc)
+		c.ackLocked(m.QoS, pid, err) // err, not rc: a Refusal's text goes along
 		return nil
 	}
 	if rc == packet.NotAuthorized {
