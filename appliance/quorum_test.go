@@ -430,3 +430,20 @@ func TestQuorumClusterStarting(t *testing.T) {
 	}
 	publishV5(t, a.addr(), "start/x", "qos0", 0)
 }
+
+// TestQuorumGateOff: with QuorumGateEnabled false a publish is
+// acknowledged once the receiving node has it, majority or not.
+func TestQuorumGateOff(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3, func(nd *crashNode) {
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_QUORUM_GATE=false")
+	})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var got collector
+	defer closeV5(subscribeV5(t, a.addr(), "local-sub", 0, "nogate/#", 1, &got))
+	b.kill()
+	c.kill()
+	if code, text := publishCode(t, a.addr(), "pub-nogate", "nogate/1", "alone"); code != 0 {
+		t.Fatalf("ungated publish on a node alone: reason %#x %q", code, text)
+	}
+	eventually(t, 10*time.Second, func() error { return got.has("alone") })
+}

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -167,6 +168,9 @@ func (g *quorumGate) failures() map[string]uint64 {
 func (g *quorumGate) admit(self, clientID string, up func(peer string) bool) (uint32, partition.Assignment, int, error) {
 	m := g.pmap.Load()
 	if m == nil || len(m.Partitions) == 0 {
+		if !g.opts.Gate {
+			return 0, partition.Assignment{}, 0, errNoMap
+		}
 		if time.Since(g.started) < startingFor {
 			g.fail(failStarting)
 			return 0, partition.Assignment{}, 0, refusal("Cluster starting")
@@ -176,6 +180,9 @@ func (g *quorumGate) admit(self, clientID string, up func(peer string) bool) (ui
 	}
 	p := uint32(partition.For(clientID, len(m.Partitions)))
 	a := m.Partitions[p]
+	if !g.opts.Gate {
+		return p, a, 0, nil // acknowledged once this node has it: nothing to refuse for
+	}
 	if a.Owner == "" {
 		g.fail(failNoOwner)
 		return p, a, 0, refusal(fmt.Sprintf("partition %d has no owner now (failover in progress)", p))
@@ -242,6 +249,9 @@ func (g *quorumGate) epoch(p uint32) uint64 {
 	return m.Partitions[p].Epoch
 }
 
+// errNoMap: ungated, and no partition map yet.
+var errNoMap = errors.New("dataplane: no partition map")
+
 // errStoreFailed refuses a publish whose local write failed: 0x80.
 var errStoreFailed = packet.UnspecifiedError
 
@@ -261,6 +271,13 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		}
 	}
 	part, a, need, err := g.admit(p.opts.NodeName, m.ClientID, p.peerUp)
+	if err == errNoMap {
+		// Ungated and no map yet: forwarded as without copies.
+		if p.out.addReliable(enc, m.Topic, m.Retain, groups, nil, r.Resolve) {
+			return broker.ErrDeferred
+		}
+		return nil
+	}
 	if err != nil {
 		p.trace.event(TraceEvent{Event: "refused", Client: m.ClientID, Topic: m.Topic, QoS: m.QoS, Partition: part, Reason: err.Error()})
 		return err
@@ -285,8 +302,6 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		q.need.Store(int32(need))
 		rep.q = q
 		g.wait(q)
-	} else {
-		g.pending.Add(-1) // nobody waits for the majority
 	}
 	var onWrite func(error)
 	if q != nil {
