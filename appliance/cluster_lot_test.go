@@ -462,3 +462,81 @@ func (h *lotHeard) last(node, topic string) string {
 	}
 	return ""
 }
+
+// publishAs publishes one message on ip as root.
+func publishAs(t *testing.T, ip, pw, topic, payload string) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", net.JoinHostPort(ip, "1883"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, PacketTimeout: 20 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Connect(ctx, &paho.Connect{ClientID: fmt.Sprintf("pub-%d", lotRequests.Add(1)), CleanStart: true, KeepAlive: 30,
+		Username: "root", UsernameFlag: true, Password: []byte(pw), PasswordFlag: true}); err != nil {
+		t.Fatalf("connect to %s: %v", ip, err)
+	}
+	defer c.Disconnect(&paho.Disconnect{})
+	if _, err := c.Publish(ctx, &paho.Publish{Topic: topic, Payload: []byte(payload), QoS: 1}); err != nil {
+		t.Fatalf("publish %s on %s: %v", topic, ip, err)
+	}
+}
+
+// TestClusterLoTKeep: a value kept on one node is read with GET TOPIC on
+// the others, never reaches a subscriber or triggers LoT there, the later
+// of two writes wins everywhere, and a node that was down gets the values
+// when it returns.
+func TestClusterLoTKeep(t *testing.T) {
+	nodes := clusterOf(t, 3)
+	agreeOnLeader(t, nodes, 3, 30*time.Second, "")
+	lotInSync(t, nodes, 20*time.Second)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	pw := rootPassword(t, a)
+	mustSucceed(t, lotCommand(t, a.ip, pw, `-addAction DEFINE ACTION Keeper ON TOPIC "keep/in" DO KEEP TOPIC "state/x" WITH PAYLOAD`))
+	mustSucceed(t, lotCommand(t, a.ip, pw, `-addAction DEFINE ACTION Reader ON TOPIC "read/in" DO PUBLISH TOPIC "read/out" WITH GET TOPIC "state/x"`))
+	mustSucceed(t, lotCommand(t, a.ip, pw, `-addAction DEFINE ACTION Watcher ON TOPIC "state/#" DO PUBLISH TOPIC "watch/out" WITH PAYLOAD`))
+	lotInSync(t, nodes, 10*time.Second)
+	var heard lotHeard
+	for _, nd := range nodes {
+		heard.listen(t, nd, pw, "read/out")
+		heard.listen(t, nd, pw, "state/#")
+		heard.listen(t, nd, pw, "watch/out")
+	}
+	reads := func(nd *crashNode, want string) {
+		t.Helper()
+		eventually(t, 10*time.Second, func() error {
+			publishAs(t, nd.ip, pw, "read/in", "?")
+			if got := heard.last(nd.ip, "read/out"); got != want {
+				return fmt.Errorf("GET TOPIC on %s reads %q, want %q", nd.ip, got, want)
+			}
+			return nil
+		})
+	}
+	publishAs(t, a.ip, pw, "keep/in", "v1")
+	reads(b, "v1")
+	reads(c, "v1")
+
+	// The later write wins on every node.
+	publishAs(t, a.ip, pw, "keep/in", "from-a")
+	publishAs(t, b.ip, pw, "keep/in", "from-b")
+	for _, nd := range nodes {
+		reads(nd, "from-b")
+	}
+
+	// A node that was down gets what was kept meanwhile.
+	c.kill()
+	publishAs(t, a.ip, pw, "keep/in", "while-c-was-down")
+	c.start()
+	agreeOnLeader(t, nodes, 3, 30*time.Second, "")
+	heard.listen(t, c, pw, "read/out")
+	reads(c, "while-c-was-down")
+
+	if got := heard.since("state/x", time.Time{}); len(got) != 0 {
+		t.Fatalf("kept values reached subscribers: %v", counts(got))
+	}
+	if got := heard.since("watch/out", time.Time{}); len(got) != 0 {
+		t.Fatalf("kept values triggered LoT: %v", counts(got))
+	}
+}

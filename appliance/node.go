@@ -54,6 +54,7 @@ type Node struct {
 	lotDefs      *clusterDefs   // LoT's definitions store, through the cluster when clustered (wire_cluster_lot.go)
 	placement    *workPlacement // where timers, ON START and exclusive connectors run; nil with clustering off (wire_cluster_work.go)
 	boot         string         // random, drawn at start: this process in the cluster's LoT session (wire_cluster_work.go)
+	keptSync     *keptSync      // KEEP TOPIC values to and from the other nodes; nil with clustering off (wire_cluster_kept.go)
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
@@ -220,6 +221,7 @@ func (n *Node) Start() error {
 	if n.Cluster != nil {
 		n.startClusterUsers()
 		n.startClusterLoT()
+		n.startKeptSync()
 		n.Cluster.Start()
 		if n.dataPlane != nil {
 			n.wg.Add(1)

@@ -27,6 +27,10 @@ func (n *Node) opsHandler() http.Handler {
 		mux.Handle(cluster.LoTPath, peer)
 		mux.Handle(cluster.CaughtUpPath, peer)
 		mux.HandleFunc("GET /cluster/lot", n.serveLoTSelf) // wire_cluster_lot.go
+		if n.keptSync != nil {
+			mux.HandleFunc("POST "+keptPath, n.keptSync.serveKept) // wire_cluster_kept.go
+			mux.HandleFunc("POST "+keptAllPath, n.keptSync.serveKeptAll)
+		}
 		mux.HandleFunc("GET /cluster/trace", n.serveTrace) // wire_dataplane.go
 	}
 	mux.Handle("GET /metrics", n.metricsHandler())

@@ -33,14 +33,17 @@ func (n *Node) openLoT() error {
 	}
 	n.lotDefs = newClusterDefs(store, n.cfg.DataDir, n.log) // wire_cluster_lot.go
 	var placement runtime.Placement
+	var kept runtime.KeptReplicator
 	if n.cfg.Cluster.Enabled {
+		n.keptSync = newKeptSync(n) // wire_cluster_kept.go
+		kept = n.keptSync
 		n.boot = newBoot()
 		n.placement = newWorkPlacement(n) // wire_cluster_work.go
 		placement = n.placement
 	}
 	eng, err := runtime.New(runtime.Options{
-		Placement: placement,
-		Broker:    n.Broker, Store: n.lotDefs, Users: n.lotUsers(),
+		Placement: placement, KeptOut: kept,
+		Broker: n.Broker, Store: n.lotDefs, Users: n.lotUsers(),
 		EnvFile: filepath.Join(n.cfg.DataDir, lotEnvFile), KeptFile: filepath.Join(n.cfg.DataDir, lotKeptFile), ProjectsDir: filepath.Join(n.cfg.DataDir, projectsDir),
 		SeedRules: true, Logger: n.log,
 		Handlers:   command.Handlers{Users: n.lotUsers()},

@@ -69,6 +69,9 @@ type Options struct {
 	// Connectors runs the deployed connectors (the drivers); nil: they
 	// are only stored and published.
 	Connectors Connectors
+	// KeptOut, when set, is told every value a KEEP TOPIC kept on this
+	// node (a cluster sends it to every node's cache: MergeKept there).
+	KeptOut KeptReplicator
 	// Placement, when set, says where timers and ON START actions run
 	// (placement.go); nil runs them here.
 	Placement Placement

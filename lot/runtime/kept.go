@@ -110,3 +110,40 @@ func (e *Engine) saveKept() {
 		e.log.Error("kept values not saved", "file", e.o.KeptFile, "err", err)
 	}
 }
+
+// KeptReplicator is told each value KEEP TOPIC kept on this node, after
+// it is in the cache, on the goroutine of the run: it must not block.
+type KeptReplicator interface {
+	Kept(topic string, payload []byte, at time.Time)
+}
+
+// KeptValue is one kept value, as nodes exchange them.
+type KeptValue struct {
+	Topic   string    `json:"topic"`
+	Payload []byte    `json:"payload"`
+	At      time.Time `json:"at"`
+}
+
+// MergeKept puts a value another node kept into the cache, the later
+// write winning (topiccache.Cache.Merge): it reaches no subscriber and
+// triggers nothing, and is saved with this node's kept values. It
+// reports whether the value was stored.
+func (e *Engine) MergeKept(v KeptValue) (bool, error) {
+	ok, err := e.cache.Merge(v.Topic, topiccache.Value{Payload: v.Payload, At: v.At, Origin: topiccache.Kept})
+	if ok {
+		e.keptChanged()
+	}
+	return ok, err
+}
+
+// KeptValues returns every value kept in the cache now.
+func (e *Engine) KeptValues() []KeptValue {
+	var out []KeptValue
+	e.cache.Range(func(tp string, v topiccache.Value) bool {
+		if v.Origin == topiccache.Kept {
+			out = append(out, KeptValue{Topic: tp, Payload: v.Payload, At: v.At})
+		}
+		return true
+	})
+	return out
+}

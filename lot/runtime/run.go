@@ -263,8 +263,11 @@ func (e *Engine) flush(f *effects, hops uint8) error {
 	var errs []error
 	for i, w := range f.frame.Writes() {
 		if w.Keep {
-			if err := e.cache.Keep(w.Topic, w.Payload, time.Now()); err != nil {
+			at := time.Now()
+			if err := e.cache.Keep(w.Topic, w.Payload, at); err != nil {
 				errs = append(errs, fmt.Errorf("KEEP TOPIC %s: %w", w.Topic, err))
+			} else if r := e.o.KeptOut; r != nil {
+				r.Kept(w.Topic, w.Payload, at)
 			}
 			e.keptChanged()
 			continue
