@@ -40,6 +40,7 @@ func TestSetupWizardTakesEffect(t *testing.T) {
 	base := "http://" + ip + ":9100"
 	start := func() (*exec.Cmd, *lockedBuffer) {
 		cmd := exec.Command(bin, "-config", configPath)
+		cmd.Env = append(os.Environ(), "GANTRY_SLOT=b") // as the appliance's unit sets it
 		var out lockedBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -120,6 +121,40 @@ func TestSetupWizardTakesEffect(t *testing.T) {
 	login := exec.Command(pub, "-h", ip, "-u", "root", "-P", password, "-t", "t", "-m", "x", "-q", "1")
 	if b, err := login.CombinedOutput(); err != nil {
 		t.Fatalf("root with the wizard's password: %v %s", err, b)
+	}
+
+	// The console logs in with the new password; its health page names
+	// the version and the root slot the node runs from.
+	jar2, _ := cookiejar.New(nil)
+	c2 := &http.Client{Jar: jar2, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = c2.Get(base + "/ui/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if m = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindSubmatch(page); m == nil {
+		t.Fatalf("GET /ui/login: %d, no form\n%s", resp.StatusCode, page)
+	}
+	resp, err = c2.PostForm(base+"/ui/login", url.Values{"username": {"root"}, "password": {password}, "csrf": {string(m[1])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("console login with the wizard's password: %d", resp.StatusCode)
+	}
+	resp, err = c2.Get(base + "/ui/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`id="node-version">`, `id="node-slot">b<`} {
+		if !strings.Contains(string(page), want) {
+			t.Fatalf("GET /ui/health: %d, no %s\n%s", resp.StatusCode, want, page)
+		}
 	}
 
 	// A later start from the same file keeps the wizard's settings.

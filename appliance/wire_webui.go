@@ -121,7 +121,7 @@ func (b *bufferedResponse) WriteHeader(int)             {}
 func (n *Node) consoleStats() webui.NodeStats {
 	st := n.Broker.Stats()
 	q, f := n.Broker.QueueCounts()
-	return webui.NodeStats{NodeName: n.cfg.Cluster.NodeName, Version: Version, Uptime: time.Since(n.started),
+	return webui.NodeStats{NodeName: n.cfg.Cluster.NodeName, Version: Version, Slot: bootSlot(), Uptime: time.Since(n.started),
 		Connections: st.Connections.Load(), Sessions: n.Broker.SessionCount(), Subscriptions: n.Broker.SubscriptionCount(),
 		Retained: n.Broker.RetainedCount(), Queued: q, Inflight: f,
 		MessagesIn: st.MessagesIn.Load(), MessagesOut: st.MessagesOut.Load(), Dropped: st.Dropped.Load(),

@@ -45,6 +45,7 @@ type Throttle interface {
 type NodeStats struct {
 	NodeName      string
 	Version       string
+	Slot          string // the appliance's running root slot (a or b); "" off the appliance
 	Uptime        time.Duration
 	Connections   int64
 	Sessions      int
