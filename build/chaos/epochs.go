@@ -153,3 +153,46 @@ func (l *ownerLog) watch(c *cluster, interval time.Duration, stop <-chan struct{
 		}
 	}
 }
+
+// diagnose is one line per node of what GET /cluster says about the data
+// plane, for a fault the cluster did not recover from: links and
+// backlogs, and the replication fields as far as the node serves them.
+func diagnose(c *cluster) []string {
+	var out []string
+	for _, n := range c.nodes {
+		v, err := getView(n.ip)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", n.name, err))
+			continue
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s (%s, leader %s):", n.name, field(v.raw, "role"), v.Leadership.Leader)
+		dp, _ := field(v.raw, "dataPlane").(map[string]any)
+		peers, _ := field(dp, "peers").([]any)
+		for _, p := range peers {
+			if pm, ok := p.(map[string]any); ok {
+				fmt.Fprintf(&b, " link %v connected=%v backlog=%v dropped=%v;", field(pm, "name"), field(pm, "connected"),
+					field(pm, "backlog"), field(pm, "forwardDropped"))
+			}
+		}
+		if rep, ok := field(dp, "replication").(map[string]any); ok {
+			filling, _ := field(rep, "filling").([]any)
+			fmt.Fprintf(&b, " quorumWrites=%v inFlight=%v quorumFailures=%v staleCopiesRefused=%v filling=%d",
+				field(rep, "quorumWrites"), field(rep, "inFlight"), field(rep, "quorumFailures"), field(rep, "staleCopiesRefused"), len(filling))
+		}
+		syncing := 0
+		if pm, ok := field(v.raw, "partitions").(map[string]any); ok {
+			list, _ := field(pm, "partitions").([]any)
+			for _, e := range list {
+				if em, ok := e.(map[string]any); ok {
+					if s, ok := field(em, "syncing").([]any); ok && len(s) > 0 {
+						syncing++
+					}
+				}
+			}
+		}
+		fmt.Fprintf(&b, " partitions with a syncing copy=%d", syncing)
+		out = append(out, b.String())
+	}
+	return out
+}

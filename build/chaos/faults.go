@@ -69,6 +69,7 @@ type run struct {
 	subs   []*subscriber
 	phases []phase
 	round  int
+	diag   []string // GET /cluster of every node after a fault it did not recover from
 
 	stopPubs, stopSubs, stopWatch chan struct{}
 	pubsDone, subsDone, watchDone sync.WaitGroup
@@ -142,7 +143,15 @@ func startRun(o runOptions) (*run, error) {
 // every subscriber holds what was acknowledged.
 func (r *run) apply(f fault) {
 	p := phase{nodes: len(r.c.nodes), fault: f.name, known: f.known, start: time.Now()}
-	defer func() { p.end = time.Now(); r.phases = append(r.phases, p) }()
+	defer func() {
+		p.end = time.Now()
+		r.phases = append(r.phases, p)
+		if p.err != "" && p.skipped == "" {
+			for _, d := range diagnose(r.c) {
+				r.diag = append(r.diag, fmt.Sprintf("%d nodes, after %s: %s", len(r.c.nodes), f.name, d))
+			}
+		}
+	}()
 	if f.needsRoot && !r.root {
 		p.skipped = "needs root (network namespaces, tmpfs)"
 		return
@@ -240,6 +249,7 @@ func (r *run) finish(drain time.Duration) ([]row, []string) {
 		notes = append(notes, fmt.Sprintf("%s found no session on %d reconnects (its persistent session was lost)", sub, len(lost)))
 	}
 	notes = append(notes, r.owners.violations()...)
+	notes = append(notes, r.diag...)
 	notes = append(notes, lostBreakdown(r.h, r.subNames(), partitionCount(r.c.nodes[0]))...)
 	return rows, notes
 }

@@ -83,27 +83,42 @@ func chaosMain() int {
 				break
 			}
 			fmt.Fprintf(os.Stderr, "chaos: pass %d, %d nodes (%v elapsed)\n", pass, n, time.Since(start).Round(time.Second))
-			r, err := startRun(runOptions{Nodes: n, Publishers: *pubs, Pace: *pace, Hold: *hold, Bin: *bin, Dir: dir, Log: log, Netns: root, Logs: *logs})
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "chaos: %d nodes: %v\n", n, err)
-				return 1
+			opts := runOptions{Nodes: n, Publishers: *pubs, Pace: *pace, Hold: *hold, Bin: *bin, Dir: dir, Log: log, Netns: root, Logs: *logs}
+			end := func(r *run) {
+				rr, nn := r.finish(60 * time.Second)
+				epochBad += len(r.owners.violations())
+				rows = append(rows, rr...)
+				notes = append(notes, nn...)
+				notes = append(notes, fmt.Sprintf("%d nodes, pass %d: epochs: %s", n, pass, r.owners.summary()))
+				r.close()
+				current = nil
 			}
-			current = r
+			var r *run
 			for _, f := range matrix {
 				if pass > 1 && time.Since(start) > *duration {
 					break
 				}
+				if r == nil {
+					if r, err = startRun(opts); err != nil {
+						fmt.Fprintf(os.Stderr, "chaos: %d nodes: %v\n", n, err)
+						return 1
+					}
+					current = r
+				}
 				r.apply(f)
 				last := r.phases[len(r.phases)-1]
 				fmt.Fprintf(os.Stderr, "chaos: %d nodes, %s on %s: %s\n", n, f.name, last.target, orOK(last.err, last.skipped))
+				if last.err != "" {
+					// What follows would only inherit the damage: check this
+					// cluster and go on with a fresh one.
+					end(r)
+					r = nil
+					notes = append(notes, fmt.Sprintf("%d nodes, pass %d: a fresh cluster after %q, which did not recover", n, pass, f.name))
+				}
 			}
-			rr, nn := r.finish(60 * time.Second)
-			epochBad += len(r.owners.violations())
-			rows = append(rows, rr...)
-			notes = append(notes, nn...)
-			notes = append(notes, fmt.Sprintf("%d nodes, pass %d: epochs: %s", n, pass, r.owners.summary()))
-			r.close()
-			current = nil
+			if r != nil {
+				end(r)
+			}
 		}
 		if time.Since(start) > *duration {
 			break
