@@ -113,19 +113,35 @@ func TestSystemdNotify(t *testing.T) {
 }
 
 // TestSetupPage: GET / on the operations port (port 80 on the appliance)
-// names the version and leads to the console.
+// names the version and leads to the console; until the node is set up
+// the browser goes on to the setup wizard by itself.
 func TestSetupPage(t *testing.T) {
-	_, ip := startNode(t, nil)
-	resp, err := http.Get("http://" + ip + ":9100/")
-	if err != nil {
+	dir := t.TempDir()
+	_, ip := startNode(t, map[string]string{"COREFLUX_DATA_DIR": dir})
+	get := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + ip + ":9100/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `href="/ui/"`) || !strings.Contains(string(body), appliance.Version) {
+			t.Fatalf("GET / = %d\n%s", resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	const toWizard = `<meta http-equiv="refresh" content="0; url=/ui/setup">`
+	if body := get(); !strings.Contains(body, toWizard) {
+		t.Fatalf("GET / before setup does not lead to the wizard:\n%s", body)
+	}
+	if err := os.Remove(filepath.Join(dir, "initial-root-password")); err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `href="/ui/"`) || !strings.Contains(string(body), appliance.Version) {
-		t.Fatalf("GET / = %d\n%s", resp.StatusCode, body)
+	if body := get(); strings.Contains(body, toWizard) {
+		t.Fatalf("GET / after setup still leads to the wizard:\n%s", body)
 	}
-	resp, err = http.Get("http://" + ip + ":9100/nothing-here")
+	resp, err := http.Get("http://" + ip + ":9100/nothing-here")
 	if err != nil {
 		t.Fatal(err)
 	}
