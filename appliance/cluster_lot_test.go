@@ -336,8 +336,51 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 	start := time.Now()
 	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Tick ON EVERY 1 SECOND DO PUBLISH TOPIC "lot/tick" WITH "t"`))
 	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Boot ON START DO PUBLISH TOPIC "lot/boot" WITH "b"`))
+	for _, nd := range nodes {
+		heard.listen(t, nd, pw, "$SYS/Coreflux/Connectors/Line/status")
+	}
+	heard.listen(t, nodes[2], pw, "$SYS/Coreflux/Cluster/Status")
+	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addConnector DEFINE CONNECTOR Line WITH TYPE MODBUS_TCP
+    ADD MODBUS_CONFIG
+        WITH HOST "127.0.0.1"
+        WITH PORT '1'
+        WITH SLAVE_ID '1'
+    ADD MAPPING Poll
+        WITH EVERY 1 SECONDS
+        ADD TAG T
+            WITH ADDRESS "0"
+            WITH ADDRESS_TYPE "HOLDING_REGISTER"
+            WITH DATA_TYPE "INT16"
+            WITH SOURCE_TOPIC "line/t"`))
 	owner := workOwner(t, nodes, "timer/Tick", "", 10*time.Second)
 	ownerNode, _ := byName(nodes, owner)
+	// The exclusive connector runs on one node; the others say Standby.
+	runsOnOne := func(on []*crashNode) {
+		t.Helper()
+		eventually(t, 15*time.Second, func() error {
+			var running []string
+			for _, nd := range on {
+				st := heard.last(nd.ip, "$SYS/Coreflux/Connectors/Line/status")
+				if st == "" {
+					return fmt.Errorf("no status from %s", nd.ip)
+				}
+				if !strings.Contains(st, `"Standby"`) {
+					running = append(running, nd.ip)
+				}
+			}
+			if len(running) != 1 {
+				return fmt.Errorf("the connector runs on %v, want exactly one node", running)
+			}
+			return nil
+		})
+	}
+	runsOnOne(nodes)
+	eventually(t, 15*time.Second, func() error {
+		if st := heard.last(nodes[2].ip, "$SYS/Coreflux/Cluster/Status"); !strings.Contains(st, `"timer/Tick"`) {
+			return fmt.Errorf("$SYS/Coreflux/Cluster/Status lacks the owner map: %s", st)
+		}
+		return nil
+	})
 
 	// Once a second, from the owner only.
 	from := time.Now()
@@ -382,6 +425,8 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 	if got := heard.since("lot/tick", from); len(got) != 1 || len(flatten(got)) > 6 {
 		t.Fatalf("after the takeover, ticks by node %v, want about one a second from one node", counts(got))
 	}
+	_, live := byName(nodes, owner)
+	runsOnOne(live)
 	if n := len(flatten(heard.since("lot/boot", start))); n != 1 {
 		t.Fatalf("ON START ran %d times after the failover, want once", n)
 	}

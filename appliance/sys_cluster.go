@@ -23,6 +23,9 @@ type clusterSysStatus struct {
 	MembersAlive int    `json:"membersAlive"`
 	Partitions   int    `json:"partitionsOwned"`
 	MapVersion   uint64 `json:"partitionMapVersion"`
+	// LoT is lot of GET /cluster: definitions version per node, mixedMode,
+	// the owner map (wire_cluster_lot.go).
+	LoT *lotStatus `json:"lot,omitempty"`
 }
 
 // runClusterSys publishes, retained, every interval until stop closes,
@@ -45,7 +48,7 @@ func (n *Node) runClusterSys(interval time.Duration, stop <-chan struct{}) {
 		st := n.Cluster.Status()
 		status, _ := json.Marshal(clusterSysStatus{NodeName: st.NodeName, ClusterID: st.ClusterID, Role: st.Role,
 			Leader: st.Leadership.Leader, Term: st.Leadership.Term, MembersTotal: st.MembersTotal,
-			MembersAlive: st.MembersAlive, Partitions: st.OwnedByMe, MapVersion: st.Partitions.Version})
+			MembersAlive: st.MembersAlive, Partitions: st.OwnedByMe, MapVersion: st.Partitions.Version, LoT: n.lotClusterStatus()})
 		for _, kv := range [][2]string{
 			{"Role", st.Role},
 			{"IsLeader", strconv.FormatBool(st.Leadership.IsLeader)},

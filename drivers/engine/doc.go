@@ -8,8 +8,10 @@
 // after each change. Deploy starts new connectors, restarts those whose
 // source changed, stops removed ones and clears their status. With
 // Options.WaitForOwner (a cluster), a deployed connector runs only once
-// Manager.Run says so; Manager.Stop stops it. Until Run, and after Stop,
-// an exclusive connector's status says Standby (another node runs it). Run and Stop are idempotent;
+// Manager.Run says so; Manager.Stop stops it and removes its broker
+// client, so that a write published on this node reaches only the owner.
+// Until Run, and after Stop, an exclusive connector's status says Standby
+// (another node runs it). Run and Stop are idempotent;
 // Run returns at once, Stop returns when the device connection is closed,
 // within about a second (a TCP request in progress is interrupted; a
 // serial one ends within its READ_TIMEOUT).

@@ -224,10 +224,15 @@ func (m *Manager) Stop(name string) error {
 	if c == nil {
 		return nil
 	}
-	c.stop()
-	if m.o.WaitForOwner {
-		c.setState(Standby, "")
+	if !m.o.WaitForOwner {
+		c.stop()
+		return nil
 	}
+	// Its broker client goes too: a write to a DESTINATION_TOPIC published
+	// here then reaches the owner (the cluster forwards it), and this
+	// node neither answers it nor holds it for later.
+	c.close()
+	c.setState(Standby, "")
 	return nil
 }
 
