@@ -60,9 +60,14 @@
 // publisher's PUBACK waits for the record's write (one group commit, one
 // fsync, for all that arrived meanwhile), a restarted node resumes its
 // stream where it was (same stream identity, numbers go on) and every
-// peer from its cursor, a peer that never confirmed anything included,
-// and a restarted receiver still drops what it had delivered. Without
-// durability the outbox is in memory and a restart starts a new stream.
+// peer from its cursor, a peer that never confirmed anything included.
+// A record travels to the peers while its own write runs, so that the
+// copies' writes overlap the origin's: record numbers are reserved on
+// disk ahead of use (the lease, leaseStep at a time), and a restarted
+// node numbers on above the reservation, so a number a peer may hold from
+// before a crash is never given to another message. A restarted receiver
+// still drops what it had delivered. Without durability the outbox is in
+// memory and a restart starts a new stream.
 // A peer without a link (down, or not yet in the membership after a
 // restart) keeps its records until it returns or the bound pushes them
 // out; the hook keeps nothing while the node has no peer at all.

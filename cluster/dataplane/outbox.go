@@ -77,11 +77,13 @@ type outbox struct {
 	base    uint64     // records up to base are gone; entries[i].seq == base+1+i
 	entries []entry
 	peers   map[string]*peerStream
-	// durable is the last record on disk (with a store): links send only
-	// up to it. A record sent before its write could be lost in a crash
-	// while the peer had it, and the restarted node would give its number
-	// to the next message, which the peer would drop as one it had.
-	durable uint64
+	// durable is the last record on disk (with a store). lease is the
+	// highest number on disk as reserved: links send up to the higher of
+	// the two, so a record travels to the peers while its own write runs
+	// (the copies' writes overlap this node's). A restart numbers on above
+	// the lease, never reusing a number a peer may hold; leaseAsked is the
+	// reservation queued for the next commit.
+	durable, lease, leaseAsked uint64
 	// absent are the cursors of peers without a link now (stored, from
 	// before a restart, or removed from the membership): their records
 	// stay until they return or max pushes them out.
@@ -100,10 +102,30 @@ func newOutbox(max int, st *store) *outbox {
 		o.base, o.entries = st.loadOutbox()
 		o.absent = st.cursors()
 	}
+	if st != nil {
+		if l := st.lease(); l > o.head() {
+			// Numbers up to the lease may have reached peers before the
+			// crash: skipped, as placeholders for no peer.
+			for seq := o.head() + 1; seq <= l; seq++ {
+				o.entries = append(o.entries, entry{seq: seq, only: noPeer})
+			}
+		}
+	}
 	o.durable = o.head()
+	o.lease, o.leaseAsked = o.head(), o.head()
 	o.countLocked()
 	return o
 }
+
+// noPeer is the only-field of a placeholder record: passed over by every peer.
+const noPeer = "\x00"
+
+// Lease steps: a new reservation of leaseStep numbers is asked for when
+// fewer than leaseLow are left.
+const (
+	leaseStep = 4096
+	leaseLow  = 1024
+)
 
 func (o *outbox) head() uint64 { return o.base + uint64(len(o.entries)) }
 
@@ -237,6 +259,10 @@ func (o *outbox) appendLocked(e entry, done func(error)) uint64 {
 		if e.volatile {
 			msg = nil // a placeholder: passed over after a restart
 		}
+		if e.seq+leaseLow > o.leaseAsked {
+			o.leaseAsked = e.seq + leaseStep
+			o.store.putLease(o.leaseAsked, o.afterLease(o.leaseAsked))
+		}
 		o.store.put(e.seq, msg, o.afterWrite(e.seq, done)) // queued for the store's next group commit
 	} else {
 		o.durable = e.seq
@@ -263,6 +289,26 @@ func (o *outbox) afterWrite(seq uint64, done func(error)) func(error) {
 		}
 	}
 }
+
+// afterLease returns the store's callback for a reservation up to l.
+func (o *outbox) afterLease(l uint64) func(error) {
+	return func(err error) {
+		if err != nil {
+			return // the next record asks again
+		}
+		o.mu.Lock()
+		if l > o.lease {
+			o.lease = l
+			for _, ps := range o.peers {
+				signal(ps)
+			}
+		}
+		o.mu.Unlock()
+	}
+}
+
+// sendable is the last record links may send.
+func (o *outbox) sendableLocked() uint64 { return min(o.head(), max(o.durable, o.lease)) }
 
 // dropOldestLocked drops the oldest record, for every peer that has not
 // confirmed it.
@@ -349,7 +395,7 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 	}
 	clear(ps.be[:i])
 	ps.be = ps.be[i:]
-	for ps.sent < min(o.head(), o.durable) {
+	for ps.sent < o.sendableLocked() {
 		e := o.entries[ps.sent-o.base]
 		if len(e.msg) > maxBytes {
 			ps.sent = e.seq // over this peer's Maximum Packet Size: it would refuse the frame forever

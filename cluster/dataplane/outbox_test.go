@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"gantry/broker"
 	"gantry/cluster/wire"
@@ -129,8 +130,30 @@ func TestOutboxStoreResumes(t *testing.T) {
 	if seqs, _ := takeAll(o, b); fmt.Sprint(seqs) != "[1 2 3]" {
 		t.Fatalf("b resumed with %v, want every record", seqs)
 	}
-	if o.head() != 3 {
-		t.Fatalf("head %d after a reopen, want 3: numbers must go on, not restart", o.head())
+	// Numbers go on above every one that may have been sent before (the
+	// lease), not from the last written one: a peer may hold those.
+	if o.head() < 3+leaseLow {
+		t.Fatalf("head %d after a reopen, want above the lease: numbers must go on past what peers may hold", o.head())
+	}
+	o.addReliable(wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("after")}), "t", false, nil, nil, func(error) {})
+	eventually(t, func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.durable == o.head()
+	})
+	if seqs, _ := takeAll(o, b); len(seqs) != 1 || seqs[0] <= 3+leaseLow {
+		t.Fatalf("b got %v after the reopen's first record, want one number above the lease", seqs)
+	}
+}
+
+func eventually(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

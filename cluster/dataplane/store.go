@@ -25,6 +25,7 @@ var (
 	bucketCopies  = []byte("copies")   // partition (4 bytes) + key (8 bytes) → a record of its copy (copies.go)
 	keyBoot       = []byte("boot")
 	keyBase       = []byte("base")
+	keyLease      = []byte("lease") // the highest record number reserved: peers may hold numbers up to it
 )
 
 // store keeps the outbox, the peers' cursors and what was received from
@@ -43,6 +44,7 @@ type store struct {
 	inbox          map[string][2]uint64
 	versions       map[string]wire.Version
 	copies         []pendingCopies
+	leaseTo        uint64
 	closed         bool
 	kick           chan struct{}
 	stopped        chan struct{}
@@ -100,8 +102,9 @@ func (s *store) loadOutbox() (base uint64, entries []entry) {
 			if len(entries) == 0 && seq != base+1 {
 				base = seq - 1 // a gap at the start: those were trimmed
 			}
-			if len(entries) > 0 && seq != entries[len(entries)-1].seq+1 {
-				break // never written so; keep the contiguous part
+			for len(entries) > 0 && seq > entries[len(entries)-1].seq+1 {
+				// Numbers skipped after a restart (the lease): placeholders.
+				entries = append(entries, entry{seq: entries[len(entries)-1].seq + 1, only: noPeer})
 			}
 			e := entry{seq: seq, msg: append([]byte(nil), v...)}
 			if len(v) == 0 {
@@ -181,6 +184,35 @@ func (s *store) put(seq uint64, msg []byte, done func(error)) {
 // trim queues deleting the records up to base.
 func (s *store) trim(base uint64) { s.queue(func() { s.trimTo = max(s.trimTo, base) }) }
 
+// lease reads the reservation of record numbers.
+func (s *store) lease() uint64 {
+	var l uint64
+	s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyLease); len(v) == 8 {
+			l = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	return l
+}
+
+// putLease queues a reservation of record numbers up to l; done runs
+// once it is on disk.
+func (s *store) putLease(l uint64, done func(error)) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.leaseTo = max(s.leaseTo, l)
+	s.dones = append(s.dones, done)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (s *store) putCursor(peer string, seq uint64) { s.queue(func() { s.pendingCursors[peer] = seq }) }
 
 func (s *store) putRetainedVersion(topic string, v wire.Version) {
@@ -211,17 +243,22 @@ func (s *store) run() {
 	for range s.kick {
 		s.mu.Lock()
 		records, dones, trimTo, cursors, inbox, versions, closed := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.versions, s.closed
-		copies := s.copies
-		s.records, s.dones, s.copies = nil, nil, nil
+		copies, leaseTo := s.copies, s.leaseTo
+		s.records, s.dones, s.copies, s.leaseTo = nil, nil, nil, 0
 		s.pendingCursors, s.inbox, s.versions = map[string]uint64{}, map[string][2]uint64{}, map[string]wire.Version{}
 		s.mu.Unlock()
-		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 || len(dones) > 0 {
+		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 || len(dones) > 0 || leaseTo > 0 {
 			err := s.db.Update(func(tx *bolt.Tx) error {
 				if err := commit(tx, records, trimTo, cursors, inbox); err != nil {
 					return err
 				}
 				if err := commitCopies(tx, copies); err != nil {
 					return err
+				}
+				if leaseTo > 0 {
+					if err := tx.Bucket(bucketMeta).Put(keyLease, u64(leaseTo)); err != nil {
+						return err
+					}
 				}
 				rb := tx.Bucket(bucketRetain)
 				for topic, v := range versions {

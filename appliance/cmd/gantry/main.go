@@ -35,6 +35,7 @@ import (
 
 func main() {
 	tuneGC()
+	serveProfiles()
 	os.Exit(run())
 }
 

@@ -36,6 +36,7 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "load before the window")
 	durable := flag.Bool("durable", false, "durability on every node (QoS 1 acknowledged after fsync)")
 	quorum := flag.Bool("quorum", false, "measure the quorum write (acknowledged publishes/s; implies -durable)")
+	profile = flag.Bool("pprof", false, "serve the cluster nodes' profiles on 127.0.0.1:6060, 6061, 6062 (GANTRY_PPROF)")
 	flag.Parse()
 	if *quorum {
 		*durable = true
@@ -45,6 +46,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+var profile *bool
 
 type node struct {
 	ip   string
@@ -69,11 +72,15 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum
 		cluster = append(cluster, n)
 		seeds = append(seeds, n.ip+":9200")
 	}
+	queued := 100000
+	if quorum {
+		queued = 10_000_000 // the offline subscriber holds every acknowledged publish of the run
+	}
 	base := func(n *node) []string {
 		return append(os.Environ(), "COREFLUX_DATA_DIR="+n.dir, "COREFLUX_MQTT_BIND_IP="+n.ip,
 			"COREFLUX_MQTT_WEBSOCKET_PORT=0", "COREFLUX_OPS_PORT=9100", "COREFLUX_OPS_SYS_INTERVAL_SECONDS=0",
 			"COREFLUX_LOG_LEVEL=warn", fmt.Sprint("COREFLUX_DURABILITY_ENABLED=", durable),
-			"COREFLUX_MQTT_MAX_QUEUED_MESSAGES=100000")
+			fmt.Sprint("COREFLUX_MQTT_MAX_QUEUED_MESSAGES=", queued))
 	}
 	defer func() {
 		for _, n := range append(cluster, single) {
@@ -86,11 +93,14 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum
 	if err := start(bin, single, base(single)); err != nil {
 		return err
 	}
-	for _, n := range cluster {
+	for i, n := range cluster {
 		env := append(base(n), "COREFLUX_CLUSTER_ENABLED=true", "COREFLUX_CLUSTER_ID=bench",
 			"COREFLUX_CLUSTER_NODE_NAME="+n.name, "COREFLUX_CLUSTER_DISCOVERY=seeds",
 			"COREFLUX_CLUSTER_SEEDS="+strings.Join(seeds, ","), "COREFLUX_CLUSTER_SHARED_SECRET=bench-secret",
 			"COREFLUX_CLUSTER_BOOTSTRAP_GRACE_SECONDS=1", "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster")
+		if *profile {
+			env = append(env, fmt.Sprintf("GANTRY_PPROF=127.0.0.1:%d", 6060+i)) // go tool pprof http://127.0.0.1:6060/debug/pprof/profile
+		}
 		add := exec.Command(bin, "-addUser", "cluster", "bench-password")
 		add.Env = env
 		if out, err := add.CombinedOutput(); err != nil {
