@@ -21,8 +21,9 @@ func efiVar(s string) []byte {
 }
 
 // TestBlessScript runs rootfs/usr/lib/gantry/bless on a fake ESP: the
-// trial entry loses its counter; a variable that names no loader entry
-// renames nothing.
+// trial entry loses its counter, also when 32-bit ARM's systemd-boot
+// garbled the counters in the variable; a variable that names no loader
+// entry renames nothing.
 func TestBlessScript(t *testing.T) {
 	root, err := ModuleRoot()
 	if err != nil {
@@ -35,6 +36,10 @@ func TestBlessScript(t *testing.T) {
 	}{
 		{"trial entry blessed", "gantry-2-b+2-1.conf", `\loader\entries\gantry-2-b+2-1.conf`, "gantry-2-b.conf", false},
 		{"last try blessed", "gantry-7-a+0-3.conf", `\loader\entries\gantry-7-a+0-3.conf`, "gantry-7-a.conf", false},
+		// What systemd-boot 252 wrote on armv7 for gantry-2-b+2-1.conf (make image-test ARCH=armv7).
+		{"32-bit ARM's garbled counters", "gantry-2-b+2-1.conf", `\loader\entries\gantry-2-b+0-2(null)`, "gantry-2-b.conf", false},
+		{"garbled, and no such entry", "gantry-3-a+2-1.conf", `\loader\entries\gantry-2-b+0-2(null)`, "gantry-3-a+2-1.conf", false},
+		{"no counter", "gantry-1-a.conf", `\loader\entries\gantry-1-a.conf`, "gantry-1-a.conf", false},
 		{"not an entry", "gantry-2-b+2-1.conf", `\EFI\BOOT\BOOTX64.EFI`, "gantry-2-b+2-1.conf", true},
 		{"empty variable", "gantry-2-b+2-1.conf", "", "gantry-2-b+2-1.conf", true},
 	} {
