@@ -162,6 +162,7 @@ type Bridge struct {
 
 	minBackoff, maxBackoff time.Duration
 	stop                   chan struct{} // closed by Stop: ends the first connection's retries
+	stopOnce               sync.Once
 	dialing                sync.WaitGroup
 
 	mu     sync.Mutex           // guards recent
@@ -227,7 +228,7 @@ func (b *Bridge) dial() {
 // Stop ends the first connection's retries and disconnects, waiting at
 // most 250 ms for work in progress.
 func (b *Bridge) Stop() {
-	close(b.stop)
+	b.stopOnce.Do(func() { close(b.stop) })
 	b.dialing.Wait()
 	b.client.Disconnect(250)
 	b.rep.State(false, nil)
