@@ -447,3 +447,20 @@ func TestQuorumGateOff(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func() error { return got.has("alone") })
 }
+
+// TestQuorumInMemory: without durability the copies are in memory and a
+// QoS 1 publish is acknowledged and delivered across nodes all the same.
+func TestQuorumInMemory(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3, func(nd *crashNode) {
+		nd.extra = append(nd.extra, "COREFLUX_DURABILITY_ENABLED=false")
+	})
+	a, b := nodes[0], nodes[1]
+	var got collector
+	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "mem/#", 1, &got))
+	for i := range 5 {
+		if code, text := publishCode(t, a.addr(), fmt.Sprint("mem-pub-", i), "mem/x", fmt.Sprint("in-memory-", i)); code != 0 {
+			t.Fatalf("publish %d without durability: reason %#x %q", i, code, text)
+		}
+	}
+	eventually(t, 10*time.Second, func() error { return got.has("in-memory-0", "in-memory-4") })
+}

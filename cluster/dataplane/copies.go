@@ -112,9 +112,9 @@ func (l *copyLog) part(p uint32) *partCopy {
 	return pc
 }
 
-// add appends records to partition p's copy; done (with a store: once
-// they are on disk; without one at once) reports the outcome. It returns
-// false when done has already run.
+// add appends records to partition p's copy. With a store it returns
+// true and done reports the write once it is on disk; without one the
+// records are kept at once: it returns false and never calls done.
 func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	l.mu.Lock()
 	pc := l.part(p)
@@ -141,9 +141,6 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	}
 	l.mu.Unlock()
 	if l.store == nil {
-		if done != nil {
-			done(nil)
-		}
 		return false
 	}
 	l.store.putCopies(p, keys, recs, trimTo, done)

@@ -332,7 +332,9 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 				q.ack()
 			}
 		}
-		p.copies.add(part, []copyRec{own}, done)
+		if !p.copies.add(part, []copyRec{own}, done) && q != nil {
+			q.ack() // in memory: kept already
+		}
 	}
 	if q == nil && p.store == nil {
 		return nil // in memory and not gated: acknowledged now

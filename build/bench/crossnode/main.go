@@ -97,7 +97,10 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum
 		env := append(base(n), "COREFLUX_CLUSTER_ENABLED=true", "COREFLUX_CLUSTER_ID=bench",
 			"COREFLUX_CLUSTER_NODE_NAME="+n.name, "COREFLUX_CLUSTER_DISCOVERY=seeds",
 			"COREFLUX_CLUSTER_SEEDS="+strings.Join(seeds, ","), "COREFLUX_CLUSTER_SHARED_SECRET=bench-secret",
-			"COREFLUX_CLUSTER_BOOTSTRAP_GRACE_SECONDS=1", "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster")
+			"COREFLUX_CLUSTER_BOOTSTRAP_GRACE_SECONDS=1", "COREFLUX_CLUSTER_DATAPLANE_USERNAME=cluster",
+			// Every publish of the closed loop in flight at once may wait for its
+			// majority (100 publishers x 64): beyond the window a publish is refused.
+			"COREFLUX_CLUSTER_REPLICATION_WINDOW=65536")
 		if *profile {
 			env = append(env, fmt.Sprintf("GANTRY_PPROF=127.0.0.1:%d", 6060+i)) // go tool pprof http://127.0.0.1:6060/debug/pprof/profile
 		}
