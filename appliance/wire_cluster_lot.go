@@ -87,7 +87,16 @@ func (s *clusterDefs) Apply(ctx context.Context, c defs.Change) (defs.Applied, e
 	if s.session != cl.State().Session.ID {
 		base = 0
 	}
+	old := ""
+	for name, p := range s.peers {
+		if p.mixed {
+			old = name
+		}
+	}
 	s.mu.Unlock()
+	if old != "" {
+		return defs.Applied{}, fmt.Errorf("cluster: member %s runs a version of Gantry that does not replicate LoT (lot.mixedMode in GET /cluster): upgrade every node before you change LoT; change refused", old)
+	}
 	if base == 0 && cl.LoT().Version == 0 && cl.Leader() == "" {
 		// No cluster has adopted definitions yet, and none is formed:
 		// the node runs its own LoT (the seed rules of a new node).
