@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -90,9 +91,12 @@ func (n *Node) ChangeLoT(ctx context.Context, base uint64, deletes []LoTDelete, 
 	if n.raft.State() == raft.Leader {
 		return n.leaderChangeLoT(base, deletes, puts, n.opts.NodeName)
 	}
-	addr, id := n.raft.LeaderWithID()
+	addr, id := n.awaitLeader(ctx)
 	if id == "" {
 		return 0, fmt.Errorf("%w: no leader", ErrLoTNoMajority)
+	}
+	if id == raft.ServerID(n.opts.NodeName) {
+		return n.leaderChangeLoT(base, deletes, puts, n.opts.NodeName)
 	}
 	ops := n.leaderOps(ctx, string(id), string(addr))
 	if ops == "" {
@@ -259,7 +263,7 @@ func (n *Node) ClaimStart(ctx context.Context, c StartClaim) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, lotTimeout)
 	defer cancel()
-	addr, id := n.raft.LeaderWithID()
+	addr, id := n.awaitLeader(ctx)
 	if id == "" {
 		return fmt.Errorf("%w: no leader", ErrLoTNoMajority)
 	}
@@ -269,4 +273,25 @@ func (n *Node) ClaimStart(ctx context.Context, c StartClaim) error {
 	}
 	_, err := PostLoT(ctx, n.http, n.signer, ops, LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Start: &c})
 	return err
+}
+
+// leaderWait bounds how long a change waits for an election to end.
+const leaderWait = 3 * time.Second
+
+// awaitLeader returns the leader, waiting up to leaderWait while an
+// election runs (none is known), so that a change made during one is
+// not refused for it.
+func (n *Node) awaitLeader(ctx context.Context) (raft.ServerAddress, raft.ServerID) {
+	deadline := time.Now().Add(leaderWait)
+	for {
+		addr, id := n.raft.LeaderWithID()
+		if id != "" || time.Now().After(deadline) {
+			return addr, id
+		}
+		select {
+		case <-ctx.Done():
+			return addr, id
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
