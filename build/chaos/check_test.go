@@ -160,3 +160,13 @@ func TestOwnerLog(t *testing.T) {
 		t.Fatalf("violations %v, want partition 0 epoch 1", v)
 	}
 }
+
+// TestSplitNeverKnowsLoss: a known issue covers only its kinds of
+// violation; a lost message always counts against the run.
+func TestSplitNeverKnowsLoss(t *testing.T) {
+	r := row{lost: 2, refusedIn: 3, qos2Dup: 1}
+	r.knownKinds = []string{"refusedIn", "lost"}
+	if bad, known := r.split(); bad != 3 || known != 3 {
+		t.Fatalf("split = %d bad, %d known; want 3 (2 lost, 1 QoS 2 twice) and 3", bad, known)
+	}
+}

@@ -13,8 +13,12 @@ import (
 )
 
 const (
-	topicPrefix    = "chaos/"
-	publishTimeout = 5 * time.Second // a publish not answered by then counts as a lost connection
+	topicPrefix = "chaos/"
+	// A publish not answered by then counts as a lost connection: longer
+	// than the default ReplicationTimeoutMs (5 s), so that a quorum write
+	// that times out is seen as the node's 0x97, not as the harness's
+	// own timeout.
+	publishTimeout = 10 * time.Second
 	refusedSwitch  = 3 * time.Second // a node refusing this long: try another
 )
 
