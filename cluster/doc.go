@@ -150,7 +150,9 @@
 // callbacks; changeMu serialises membership changes and may be held
 // across a Raft future, and is taken before mu, never after; usersMu
 // serialises user changes on the leader, is held across a Raft future and
-// is never held with changeMu or mu; liveness has
+// is never held with changeMu or mu; the work fence (lot_work.go) has its
+// own mutex, held for no I/O, and starts one askCommit goroutine at a time
+// through goRun; liveness has
 // its own mutex; mu and liveness's are never held across network I/O or a
 // Raft future.
 package cluster

@@ -71,6 +71,19 @@
 // Deploys are serialised (check and apply as one step); -loadProject reads
 // only below Options.ProjectsDir.
 //
+// # In a cluster
+//
+// Options.Placement says where the work that runs in one place runs: a
+// timer fires only where RunsHere says so (asked at every tick), and ON
+// START actions are not run at deploy but by the placement, on their
+// owner, through RunStart (with the code version Work reports, so that a
+// run claimed for one version never runs another). Options.KeptOut is
+// told every value KEEP TOPIC kept here; MergeKept takes another node's
+// into the cache (later write wins), where it reaches no subscriber and
+// triggers nothing. A definitions store that commits elsewhere may refuse
+// a change with defs.ErrConflict: the engine checks it again on the newer
+// definitions (at most maxConflictRetries times).
+//
 // # Access
 //
 // The engine is the broker's Authorizer: publish, subscribe and, as a
