@@ -337,7 +337,7 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Tick ON EVERY 1 SECOND DO PUBLISH TOPIC "lot/tick" WITH "t"`))
 	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Boot ON START DO PUBLISH TOPIC "lot/boot" WITH "b"`))
 	for _, nd := range nodes {
-		heard.listen(t, nd, pw, "$SYS/Coreflux/Connectors/Line/status")
+		heard.listen(t, nd, pw, "$SYS/Coreflux/Connectors/+/status")
 	}
 	heard.listen(t, nodes[2], pw, "$SYS/Coreflux/Cluster/Status")
 	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addConnector DEFINE CONNECTOR Line WITH TYPE MODBUS_TCP
@@ -354,13 +354,29 @@ func TestClusterLoTTimerFailover(t *testing.T) {
             WITH SOURCE_TOPIC "line/t"`))
 	owner := workOwner(t, nodes, "timer/Tick", "", 10*time.Second)
 	ownerNode, _ := byName(nodes, owner)
-	// The exclusive connector runs on one node; the others say Standby.
-	runsOnOne := func(on []*crashNode) {
+	// Press is pinned to the timer's owner: it runs nowhere once that
+	// node is killed.
+	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addConnector DEFINE CONNECTOR Press WITH TYPE MODBUS_TCP
+    ADD MODBUS_CONFIG
+        WITH HOST "127.0.0.1"
+        WITH PORT '1'
+        WITH SLAVE_ID '1'
+    ADD CONNECTOR_CONFIG
+        WITH CLUSTER_NODE "`+owner+`"
+    ADD MAPPING Poll
+        WITH EVERY 1 SECONDS
+        ADD TAG T
+            WITH ADDRESS "0"
+            WITH ADDRESS_TYPE "HOLDING_REGISTER"
+            WITH DATA_TYPE "INT16"
+            WITH SOURCE_TOPIC "press/t"`))
+	// An exclusive connector runs on one node; the others say Standby.
+	runsOn := func(name string, on []*crashNode, want int) {
 		t.Helper()
 		eventually(t, 15*time.Second, func() error {
 			var running []string
 			for _, nd := range on {
-				st := heard.last(nd.ip, "$SYS/Coreflux/Connectors/Line/status")
+				st := heard.last(nd.ip, "$SYS/Coreflux/Connectors/"+name+"/status")
 				if st == "" {
 					return fmt.Errorf("no status from %s", nd.ip)
 				}
@@ -368,13 +384,17 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 					running = append(running, nd.ip)
 				}
 			}
-			if len(running) != 1 {
-				return fmt.Errorf("the connector runs on %v, want exactly one node", running)
+			if len(running) != want {
+				return fmt.Errorf("%s runs on %v, want %d node(s)", name, running, want)
 			}
 			return nil
 		})
 	}
-	runsOnOne(nodes)
+	runsOn("Line", nodes, 1)
+	runsOn("Press", nodes, 1)
+	if st := heard.last(ownerNode.ip, "$SYS/Coreflux/Connectors/Press/status"); strings.Contains(st, `"Standby"`) {
+		t.Fatalf("Press is not running on %s, its CLUSTER_NODE: %s", owner, st)
+	}
 	eventually(t, 15*time.Second, func() error {
 		if st := heard.last(nodes[2].ip, "$SYS/Coreflux/Cluster/Status"); !strings.Contains(st, `"timer/Tick"`) {
 			return fmt.Errorf("$SYS/Coreflux/Cluster/Status lacks the owner map: %s", st)
@@ -426,7 +446,8 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 		t.Fatalf("after the takeover, ticks by node %v, want about one a second from one node", counts(got))
 	}
 	_, live := byName(nodes, owner)
-	runsOnOne(live)
+	runsOn("Line", live, 1)
+	runsOn("Press", live, 0) // pinned to the dead node: nowhere
 	if n := len(flatten(heard.since("lot/boot", start))); n != 1 {
 		t.Fatalf("ON START ran %d times after the failover, want once", n)
 	}
