@@ -1,0 +1,78 @@
+package dataplane
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+// TestCopyLogStoredCompactedReloaded: records kept per partition in
+// order, compacted beyond the bound (the oldest tenth), and found again
+// after a reopen, partitions apart (the last one included).
+func TestCopyLogStoredCompactedReloaded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newCopyLog(100, st)
+	parts := []uint32{0, 7, ^uint32(0)}
+	for _, p := range parts {
+		for i := range 150 {
+			done := make(chan error, 1)
+			rec := copyRec{id: copyID{origin: "n", boot: 1, seq: uint64(i + 1)}, at: int64(i), epoch: 3, msg: []byte(fmt.Sprint(p, "-", i))}
+			if !l.add(p, []copyRec{rec}, func(err error) { done <- err }) {
+				t.Fatal("a stored copy log did not wait for the store")
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(l *copyLog, when string) {
+		t.Helper()
+		for _, p := range parts {
+			var got []string
+			l.records(p, 0, func(_ uint64, r copyRec) bool {
+				got = append(got, string(r.msg))
+				return true
+			})
+			// 150 written, bound 100: each time past it the oldest 11 go
+			// (at 101, then every 11 more): 95 left, the newest.
+			if len(got) != 95 || got[0] != fmt.Sprint(p, "-", 55) || got[len(got)-1] != fmt.Sprint(p, "-", 149) {
+				t.Fatalf("%s: partition %d holds %d records, %q … %q", when, p, len(got), got[0], got[len(got)-1])
+			}
+		}
+		if n := l.counts()[7]; n != 95 {
+			t.Fatalf("%s: counts says %d for partition 7", when, n)
+		}
+	}
+	check(l, "written")
+	st.close()
+	st, err = openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	check(newCopyLog(100, st), "reopened")
+}
+
+// TestCopyLogQoS2Remembered: a QoS 2 message is found by client, packet
+// identifier and content, not by its identifier alone.
+func TestCopyLogQoS2Remembered(t *testing.T) {
+	l := newCopyLog(1000, nil)
+	sum := qos2Sum("t", []byte("x"))
+	l.add(3, []copyRec{{id: copyID{origin: "n", seq: 1}, msg: []byte("m"), pid: 9, client: "c", sum: sum}}, nil)
+	if !l.acceptedQoS2(3, "c", 9, sum) {
+		t.Fatal("the QoS 2 message written is not found")
+	}
+	for name, ok := range map[string]bool{
+		"other content":   l.acceptedQoS2(3, "c", 9, qos2Sum("t", []byte("y"))),
+		"other client":    l.acceptedQoS2(3, "d", 9, sum),
+		"other partition": l.acceptedQoS2(4, "c", 9, sum),
+	} {
+		if ok {
+			t.Errorf("%s taken for the message written", name)
+		}
+	}
+}
