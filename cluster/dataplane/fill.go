@@ -221,21 +221,34 @@ func (p *Plane) replayLost(lost string, m partition.Map) {
 	since := time.Now().Add(-window).UnixNano()
 	n := 0
 	for i := range m.Partitions {
-		p.copies.records(uint32(i), 0, func(_ uint64, r copyRec) bool {
-			if r.id.origin != lost || r.at < since {
-				return true
+		// A chunk at a time, appended outside the read of the store (a
+		// read held while waiting would hold up the store's writes).
+		for from := uint64(0); p.ctx.Err() == nil; {
+			var chunk []copyRec
+			next := from
+			p.copies.records(uint32(i), from, func(key uint64, r copyRec) bool {
+				next = key + 1
+				if r.id.origin == lost && r.at >= since {
+					chunk = append(chunk, r)
+				}
+				return len(chunk) < fillChunk
+			})
+			for _, r := range chunk {
+				d, err := wire.DecodeMessage(r.msg)
+				if err != nil {
+					continue
+				}
+				for p.out.backlogOver(p.opts.ForwardQueueEntries/2) && p.ctx.Err() == nil {
+					time.Sleep(replayPacing) // paced: never push out what peers still need
+				}
+				p.out.addReliable(r.msg, d.Msg.Topic, d.Msg.Retain, nil, &repInfo{partition: uint32(i), origin: r.id, at: r.at}, nil)
+				n++
 			}
-			d, err := wire.DecodeMessage(r.msg)
-			if err != nil {
-				return true
+			if next == from || len(chunk) < fillChunk {
+				break
 			}
-			for p.out.backlogOver(p.opts.ForwardQueueEntries/2) && p.ctx.Err() == nil {
-				time.Sleep(replayPacing) // paced: never push out what peers still need
-			}
-			p.out.addReliable(r.msg, d.Msg.Topic, d.Msg.Retain, nil, &repInfo{partition: uint32(i), origin: r.id, at: r.at}, nil)
-			n++
-			return p.ctx.Err() == nil
-		})
+			from = next
+		}
 	}
 	p.replayedOut.Add(uint64(n))
 	p.log.Info("a node left the partition map: re-delivered what it accepted in the replay window", "node", lost, "records", n, "window", window)
