@@ -222,7 +222,7 @@ func TestDataPlaneNodeReturnsGetsBacklog(t *testing.T) {
 			return err
 		}
 		for _, p := range dp.Peers {
-			if p.Name == "broker-b" && p.Backlog == len(sent) {
+			if p.Name == "broker-b" && p.Backlog >= len(sent) { // and what else waits for b (a failover replay, say)
 				return nil
 			}
 		}
