@@ -308,6 +308,16 @@ func TestImage(t *testing.T) {
 		return
 	}
 
+	// systemd-boot 252 on 32-bit ARM garbles the counters when it counts
+	// a try down: gantry-2-b+3.conf becomes "gantry-2-b+0-2(null)", which
+	// gantry-bless still blesses but which is no longer an entry, so a
+	// broken update rolls back after its first try (docs/appliance.md).
+	garbled := a.Name == "armv7"
+	tries, trialEntry, brokenEntry := 3, "gantry-2-b+2-1.conf", "gantry-3-a+0-3.conf"
+	if garbled {
+		tries, trialEntry, brokenEntry = 1, "gantry-2-b+0-2(null)", "gantry-3-a+0-2(null)"
+	}
+
 	v2 := e.version + "-good"
 	t.Run("good update is blessed; watchdog restarts a frozen broker", func(t *testing.T) {
 		root := filepath.Join(dir, "root-v2.ext4")
@@ -335,7 +345,7 @@ func TestImage(t *testing.T) {
 		checkIdentity(t, vm, 0, "a", machineID, time.Minute)
 		waitReady(t, vm, "b", v2, 10*time.Minute*slow)
 		checkIdentity(t, vm, 1, "b", machineID, time.Minute)
-		if err := vm.WaitConsole("gantry-bless: gantry-2-b+2-1.conf is good: now gantry-2-b.conf", 3*time.Minute*slow); err != nil {
+		if err := vm.WaitConsole("gantry-bless: "+trialEntry+" is good: now gantry-2-b.conf", 3*time.Minute*slow); err != nil {
 			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
 		}
 		t.Logf("trial boot blessed %.1f s after qemu started", time.Since(start).Seconds())
@@ -385,14 +395,14 @@ func TestImage(t *testing.T) {
 			t.Fatalf("%v\n%s", err, Tail(vm.Console(), 40))
 		}
 		deadline := time.Now().Add(25 * time.Minute * slow)
-		for strings.Count(vm.Console(), "trial boot failed; rebooting") < 3 {
+		for strings.Count(vm.Console(), "trial boot failed; rebooting") < tries {
 			if time.Now().After(deadline) {
 				vm.Stop()
-				t.Fatalf("fewer than 3 failed tries within 25 min\n%s", Tail(vm.Console(), 40))
+				t.Fatalf("fewer than %d failed tries within 25 min\n%s", tries, Tail(vm.Console(), 40))
 			}
 			time.Sleep(2 * time.Second)
 		}
-		t.Logf("3 tries failed %.1f s after qemu started", time.Since(start).Seconds())
+		t.Logf("%d tries failed %.1f s after qemu started", tries, time.Since(start).Seconds())
 		waitReady(t, vm, "b", v2, 10*time.Minute*slow)
 		ids := identities(vm)
 		for i := range ids {
@@ -409,7 +419,7 @@ func TestImage(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("boot entries after the rollback: %v", entries)
-		want := map[string]bool{"gantry-2-b.conf": true, "gantry-3-a+0-3.conf": true}
+		want := map[string]bool{"gantry-2-b.conf": true, brokenEntry: true}
 		for _, n := range entries {
 			delete(want, n)
 		}
