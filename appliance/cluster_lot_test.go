@@ -181,7 +181,9 @@ func TestClusterLoTDefinitions(t *testing.T) {
 	}
 
 	// A definition sent to a follower: applied there when it answers.
+	sent := time.Now()
 	mustSucceed(t, lotCommand(t, follower.ip, pw, `-addAction DEFINE ACTION Echo ON TOPIC "in/#" DO PUBLISH TOPIC "out/" + TOPIC POSITION 2 WITH PAYLOAD`))
+	t.Logf("-addAction on a follower answered after %v (connect, subscribe, commit through the leader, apply)", time.Since(sent).Round(time.Millisecond))
 	if r := lotCommand(t, follower.ip, pw, "-listEntities"); !strings.Contains(r, `"Echo"`) {
 		t.Fatalf("the follower answered before it applied the change: %s", r)
 	}
