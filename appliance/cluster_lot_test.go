@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -194,6 +195,18 @@ func TestClusterLoTDefinitions(t *testing.T) {
 	for _, nd := range nodes {
 		if r := lotCommand(t, nd.ip, pw, "-listEntities"); !strings.Contains(r, `"Echo"`) {
 			t.Fatalf("%s lacks Echo: %s", nd.ip, r)
+		}
+	}
+
+	resp, err := http.Get("http://" + follower.ip + ":9100/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{fmt.Sprintf("coreflux_cluster_lot_version %d", v1), fmt.Sprintf("coreflux_cluster_lot_applied_version %d", v1), "coreflux_cluster_lot_behind 0"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 

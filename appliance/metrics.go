@@ -97,7 +97,7 @@ func (n *Node) metricsHandler() http.Handler {
 		reg.MustRegister(storeCollector{n.store})
 	}
 	if n.Cluster != nil {
-		reg.MustRegister(clusterCollector{n.Cluster})
+		reg.MustRegister(clusterCollector{n.Cluster}, lotCollector{n}) // wire_cluster_lot.go
 		if n.dataPlane != nil {
 			reg.MustRegister(dataPlaneCollector{n.dataPlane})
 		}

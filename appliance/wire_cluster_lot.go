@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"gantry/cluster"
 	"gantry/lot/defs"
 )
@@ -511,4 +513,37 @@ func (n *Node) askLoTPeer(hc *http.Client, name string) lotNodeStatus {
 	}
 	got.Node = name
 	return got
+}
+
+// lotCollector serves LoT in a cluster on /metrics.
+type lotCollector struct{ n *Node }
+
+var (
+	lotVersionDesc = prometheus.NewDesc("coreflux_cluster_lot_version", "Committed version of the cluster's LoT definitions (0: none adopted yet).", nil, nil)
+	lotAppliedDesc = prometheus.NewDesc("coreflux_cluster_lot_applied_version", "Version of the cluster's LoT definitions this node's match.", nil, nil)
+	lotBehindDesc  = prometheus.NewDesc("coreflux_cluster_lot_behind", "1 while this node has not applied the cluster's latest LoT definitions.", nil, nil)
+	lotOwnedDesc   = prometheus.NewDesc("coreflux_cluster_lot_work_owned", "Timers, ON START actions and exclusive connectors the owner map gives this node.", nil, nil)
+	lotRunsDesc    = prometheus.NewDesc("coreflux_cluster_lot_work_runs", "1 while this node runs the work it owns (0: fenced, out of contact with a leader).", nil, nil)
+)
+
+func (c lotCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{lotVersionDesc, lotAppliedDesc, lotBehindDesc, lotOwnedDesc, lotRunsDesc} {
+		ch <- d
+	}
+}
+
+func (c lotCollector) Collect(ch chan<- prometheus.Metric) {
+	lot := c.n.Cluster.LoT()
+	self := c.n.selfLoTStatus()
+	owned := 0
+	for _, a := range lot.Work.Items {
+		if a.Owner == self.Node {
+			owned++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(lotVersionDesc, prometheus.GaugeValue, float64(lot.Version))
+	ch <- prometheus.MustNewConstMetric(lotAppliedDesc, prometheus.GaugeValue, float64(self.Applied))
+	ch <- prometheus.MustNewConstMetric(lotBehindDesc, prometheus.GaugeValue, b2f(self.Behind))
+	ch <- prometheus.MustNewConstMetric(lotOwnedDesc, prometheus.GaugeValue, float64(owned))
+	ch <- prometheus.MustNewConstMetric(lotRunsDesc, prometheus.GaugeValue, b2f(c.n.Cluster.InContact(workFence)))
 }
