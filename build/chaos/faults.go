@@ -28,16 +28,20 @@ type fault struct {
 	knownKinds []string
 }
 
-// refusedThenDelivered is the known issue of the pauses and partitions.
+// refusedThenDelivered is the known issue of every fault but the full disk
+// (which has its own) and the control.
 const refusedThenDelivered = "a publish refused with 0x97 once ReplicationTimeoutMs passed without a majority " +
-	"(on the cut-off side of a partition, or across a pause) is still delivered to subscribers afterwards: " +
-	"its record stays in the node's stream and reaches the peers when they are reachable again"
+	"(on the cut-off side of a partition, across a pause, while a lost copy is replaced) is still delivered " +
+	"to subscribers afterwards: its record stays in the node's stream and reaches the peers later"
 
 // faults is the whole matrix, in the order make chaos runs it.
 var faults = []fault{
-	{name: "kill -9 follower", inject: killFollower},
-	{name: "kill -9 partition owner", inject: killOwner},
-	{name: "kill -9 leader", inject: killLeader},
+	{name: "kill -9 follower", inject: killFollower,
+		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
+	{name: "kill -9 partition owner", inject: killOwner,
+		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
+	{name: "kill -9 leader", inject: killLeader,
+		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
 	{name: "SIGSTOP leader", inject: pauseLeader,
 		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
 	{name: "SIGSTOP follower", inject: pauseFollower,
@@ -46,8 +50,10 @@ var faults = []fault{
 		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
 	{name: "partition leader", needsRoot: true, inject: partitionLeader,
 		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
-	{name: "restart all (kill -9)", inject: restartAll},
-	{name: "rolling restart (SIGTERM)", inject: rolling},
+	{name: "restart all (kill -9)", inject: restartAll,
+		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
+	{name: "rolling restart (SIGTERM)", inject: rolling,
+		known: refusedThenDelivered, knownKinds: []string{"refusedIn"}},
 	{name: "full disk", needsRoot: true, inject: fullDisk,
 		known: "a publish the full node refuses with 0x80 still reaches subscribers (on every node), " +
 			"and its subscriber gets QoS 2 messages from peers twice on one connection " +
