@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -463,10 +464,6 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 	_, live := byName(nodes, owner)
 	runsOn("Line", live, 1)
 	runsOn("Press", live, 0) // pinned to the dead node: nowhere
-	if n := len(flatten(heard.since("lot/boot", start))); n != 1 {
-		t.Fatalf("ON START ran %d times after the failover, want once", n)
-	}
-
 	// Restarting one node runs nothing; restarting every node starts a
 	// new session, in which ON START runs once more.
 	startRuns := func() int {
@@ -489,6 +486,39 @@ func TestClusterLoTTimerFailover(t *testing.T) {
 	ownerNode.start()
 	agreeOnLeader(t, nodes, 3, 30*time.Second, "")
 	lotInSync(t, nodes, 20*time.Second)
+	// The new owner frozen (SIGSTOP) past the failover delay: the timer
+	// moves; resumed, the frozen node does not run it again.
+	heard.listen(t, ownerNode, pw, "lot/#")
+	var frozen *crashNode
+	for _, nd := range nodes {
+		if nd.ip == next {
+			frozen = nd
+		}
+	}
+	frozen.cmd.Process.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	var third string
+	eventually(t, 20*time.Second, func() error {
+		for ip := range heard.since("lot/tick", stopped) {
+			if ip != frozen.ip {
+				third = ip
+				return nil
+			}
+		}
+		return fmt.Errorf("no tick since %s was frozen", frozen.ip)
+	})
+	frozen.cmd.Process.Signal(syscall.SIGCONT)
+	resumed := time.Now()
+	t.Logf("timer owner %s frozen: ticks again on %s after %v", frozen.ip, third,
+		heard.since("lot/tick", stopped)[third][0].Sub(stopped).Round(10*time.Millisecond))
+	time.Sleep(3 * time.Second) // observation window after SIGCONT (not a wait for a condition)
+	if got := heard.since("lot/tick", resumed); len(got[frozen.ip]) != 0 || len(got[third]) < 2 {
+		t.Fatalf("after SIGCONT ticks by node %v, want them from %s only", counts(got), third)
+	}
+	if n := len(flatten(heard.since("lot/boot", start))); n != 1 {
+		t.Fatalf("ON START ran %d times after the failover, want once", n)
+	}
+
 	s1, code := session()
 	time.Sleep(2 * time.Second) // observation window: a restarted node must not run ON START (not a wait for a condition)
 	if n := startRuns(); n != 1 || code == "" {

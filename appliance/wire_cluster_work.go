@@ -88,6 +88,9 @@ func (n *Node) startPlacement() {
 // owns.
 func (p *workPlacement) place() {
 	n := p.n
+	if n.Cluster != nil {
+		n.Cluster.InContact(workFence) // every round: a longer gap means this process was frozen
+	}
 	work := n.LoT.Work() // what this node deployed: on the leader, what the map must hold
 	conns := n.drivers.Connectors()
 	if cl := n.Cluster; cl != nil && cl.IsLeader() && cl.LoT().Version != 0 {

@@ -184,37 +184,66 @@ func (n *Node) PlanWork(items []WorkItem) (bool, error) {
 // until it has applied the leader's log up to the leader's commit index
 // as the leader gave it after contact resumed.
 type workFence struct {
-	mu     sync.Mutex // guards the fields below
-	lifted bool       // contact, and caught up since it resumed
-	target uint64     // the leader's commit index to apply before lifting; 0 while not known
-	asking bool       // a goroutine asks the leader (askCommit)
-	lost   uint64     // counts the losses of contact: an answer asked for before the last one is dropped
+	mu       sync.Mutex // guards the fields below
+	lifted   bool       // contact, and caught up since it resumed
+	target   uint64     // the leader's commit index to apply before lifting; 0 while not known
+	asking   bool       // a goroutine asks the leader (askCommit, verifyLeader)
+	lost     uint64     // counts the losses of contact: an answer asked for before the last one is dropped
+	lastCall time.Time  // the previous InContact
+	leader   bool       // this node led at the previous InContact
+}
+
+// drop fences the node (f.mu held): it runs nothing until it has caught
+// up again.
+func (f *workFence) drop() {
+	if f.lifted || f.target != 0 {
+		f.lost++
+	}
+	f.lifted, f.target = false, 0
 }
 
 // InContact reports whether this node may run work it owns now: it leads
-// (and has applied the whole log of its term), or it heard from the
-// leader within fence and, since it last lost contact, has applied what
-// the leader had committed when contact resumed. An owner cut off from
-// the majority stops its work once this turns false, before the leader
-// moves the work (after FailoverDelay, longer than fence), and a node
-// that comes back does not run work from a map it has not caught up on.
-// It does no I/O (a catch-up check is asked for in the background).
+// (has applied the whole log of its term, and a quorum confirmed its
+// leadership since it last lost contact), or it heard from the leader
+// within fence and, since it last lost contact, has applied what the
+// leader had committed when contact resumed. An owner cut off from the
+// majority stops its work once this turns false, before the leader moves
+// the work (after FailoverDelay, longer than fence), and a node that
+// comes back does not run work from a map it has not caught up on. Calls
+// more than fence apart (the process was frozen) and a change between
+// leading and following count as a loss of contact. Call it at least
+// every fence/2; it does no I/O (the checks run in the background).
 func (n *Node) InContact(fence time.Duration) bool {
 	f := &n.fence
-	if n.raft.State() == raft.Leader {
-		return n.readyTerm.Load() == n.raft.CurrentTerm()
-	}
+	leader := n.raft.State() == raft.Leader
 	_, id := n.raft.LeaderWithID()
 	lc := n.raft.LastContact()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if lc.IsZero() || time.Since(lc) >= fence {
-		if f.lifted || f.target != 0 {
-			f.lost++
-			n.log.Warn("no contact with a leader: this node stops the LoT work it owns until it is back and caught up",
-				"lastContact", time.Since(lc).Round(time.Millisecond).String())
+	now := time.Now()
+	if (!f.lastCall.IsZero() && now.Sub(f.lastCall) >= fence) || leader != f.leader {
+		f.drop() // this process did not run for a while, or its role changed: contact unknown
+	}
+	f.lastCall, f.leader = now, leader
+	if leader {
+		if n.readyTerm.Load() != n.raft.CurrentTerm() {
+			f.drop()
+			return false
 		}
-		f.lifted, f.target = false, 0
+		if !f.lifted && !f.asking {
+			lost := f.lost
+			if n.goRun(func(context.Context) { n.verifyLeader(lost) }) {
+				f.asking = true
+			}
+		}
+		return f.lifted
+	}
+	if lc.IsZero() || now.Sub(lc) >= fence {
+		if f.lifted || f.target != 0 {
+			n.log.Warn("no contact with a leader: this node stops the LoT work it owns until it is back and caught up",
+				"lastContact", now.Sub(lc).Round(time.Millisecond).String())
+		}
+		f.drop()
 		return false
 	}
 	if f.lifted {
@@ -234,6 +263,18 @@ func (n *Node) InContact(fence time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// verifyLeader lifts the fence of a leader once a quorum confirmed its
+// leadership (raft.VerifyLeader).
+func (n *Node) verifyLeader(lost uint64) {
+	ok := n.raft.VerifyLeader().Error() == nil
+	n.fence.mu.Lock()
+	defer n.fence.mu.Unlock()
+	n.fence.asking = false
+	if ok && n.fence.lost == lost {
+		n.fence.lifted = true
+	}
 }
 
 // askCommit asks the leader id for its commit index (GET PeerPath), for
