@@ -71,7 +71,7 @@ func spread(ds []time.Duration) string {
 	if s[0] < 0 {
 		worst = s[0]
 	}
-	return dur(s[len(s)/2]) + " / " + dur(worst)
+	return dur(s[(len(s)-1)/2]) + " / " + dur(worst) // the lower median of an even count
 }
 
 // lostBreakdown groups the acknowledged messages a subscriber never got
