@@ -121,9 +121,11 @@
 // (when this node is a copy) plus confirmations reach a majority of the
 // partition's replicas; admit refuses at once (0x97) without a map, an
 // owner, enough reachable copies or room in the window, and the sweep
-// refuses what waits past the timeout. A copy that knows a higher epoch for
-// the partition stores nothing and answers the frame 0x97 (errStaleCopy):
-// the sender counts none of that frame's copies there.
+// refuses what waits past the timeout. A node that knows a higher epoch for
+// the partition and is no longer one of its copies stores nothing and
+// answers the frame 0x97 (errStaleCopy): the sender counts none of that
+// frame's copies there. A peer that is not a copy gets a quorum record
+// only once it was decided, and never a refused one (take waits for it).
 //
 // This writes from the node the publisher is connected to, not through the
 // partition's owner as the seed describes: one hop less, and no pause

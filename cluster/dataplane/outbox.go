@@ -411,6 +411,16 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 		if copy && !wanted {
 			wr.CopyOnly = true // a copy for a peer without a subscriber to it: stored, not delivered
 		}
+		if q := e.rep.quorum(); q != nil && !copy {
+			// A peer that is not a copy gets a publish only once its
+			// majority stored it, and never one that was refused.
+			if st := q.state.Load(); st == qPending {
+				break
+			} else if st == qRefused {
+				ps.sent = e.seq
+				continue
+			}
+		}
 		if n > 0 && size+len(e.msg) > maxBytes {
 			break
 		}
@@ -521,6 +531,15 @@ func (o *outbox) backlogOver(n int) bool {
 		}
 	}
 	return false
+}
+
+// wakeAll signals every peer's stream.
+func (o *outbox) wakeAll() {
+	o.mu.Lock()
+	for _, ps := range o.peers {
+		signal(ps)
+	}
+	o.mu.Unlock()
 }
 
 // repFor is e's replication part as peer gets it (in wr), and whether

@@ -174,7 +174,7 @@ func New(opts Options) (*Plane, error) {
 		if rep.CompactEvery <= 0 {
 			rep.CompactEvery = 50000
 		}
-		p.gate = &quorumGate{opts: *rep, started: time.Now()}
+		p.gate = &quorumGate{opts: *rep, started: time.Now(), wake: p.out.wakeAll}
 		p.copies = newCopyLog(rep.CompactEvery, p.store)
 		p.recv.replays.init(replayedMax)
 		if opts.Trace != nil {

@@ -68,7 +68,7 @@ var errStaleCopy = packet.QuotaExceeded
 // quorumWrite is one publish waiting for its majority.
 type quorumWrite struct {
 	need      atomic.Int32 // confirmations still missing
-	done      atomic.Bool
+	state     atomic.Int32 // qPending, then qAcked or qRefused, once
 	res       broker.Resolver
 	deadline  time.Time
 	partition uint32
@@ -82,6 +82,13 @@ type quorumWrite struct {
 	topic  string
 }
 
+// States of a quorum write.
+const (
+	qPending = iota
+	qAcked
+	qRefused
+)
+
 // ack counts one durable copy.
 func (q *quorumWrite) ack() {
 	if q.need.Add(-1) == 0 {
@@ -92,8 +99,15 @@ func (q *quorumWrite) ack() {
 // finish answers the publisher once: nil lets it through (routed and
 // acknowledged), an error refuses it.
 func (q *quorumWrite) finish(err error, reason string) {
-	if !q.done.CompareAndSwap(false, true) {
+	st := int32(qAcked)
+	if err != nil {
+		st = qRefused
+	}
+	if !q.state.CompareAndSwap(qPending, st) {
 		return
+	}
+	if q.g.wake != nil {
+		q.g.wake() // peers that are not copies take it now, or pass it over
 	}
 	q.g.pending.Add(-1)
 	if err != nil {
@@ -130,6 +144,14 @@ type repInfo struct {
 
 func (r *repInfo) isCopy(peer string) bool { return slices.Contains(r.copies, peer) }
 
+// quorum is the write waiting for r's majority (nil: none, or r nil).
+func (r *repInfo) quorum() *quorumWrite {
+	if r == nil {
+		return nil
+	}
+	return r.q
+}
+
 // quorumGate tracks the publishes waiting for a majority.
 type quorumGate struct {
 	opts    Replication
@@ -143,6 +165,9 @@ type quorumGate struct {
 
 	mu    sync.Mutex // guards waits
 	waits []*quorumWrite
+
+	// wake signals every peer's stream (a write was decided); set by New.
+	wake func()
 }
 
 func (g *quorumGate) fail(reason string) {
@@ -221,7 +246,7 @@ func (g *quorumGate) sweep(now time.Time) {
 	var late []*quorumWrite
 	for ; i < len(g.waits); i++ {
 		q := g.waits[i]
-		if q.done.Load() {
+		if q.state.Load() != qPending {
 			continue
 		}
 		if now.Before(q.deadline) {
@@ -238,6 +263,16 @@ func (g *quorumGate) sweep(now time.Time) {
 	for _, q := range late {
 		q.finish(refusal(fmt.Sprintf("no majority of partition %d's copies confirmed within %v", q.partition, g.opts.Timeout)), failTimeout)
 	}
+}
+
+// replica reports whether the map this node applied places a copy of
+// partition p on node (true without a map: nothing to say otherwise).
+func (g *quorumGate) replica(p uint32, node string) bool {
+	m := g.pmap.Load()
+	if m == nil || int(p) >= len(m.Partitions) {
+		return true
+	}
+	return slices.Contains(m.Partitions[p].Replicas, node)
 }
 
 // epoch is the epoch this node knows for partition p (0: none).
@@ -428,7 +463,7 @@ func (p *Plane) ReplicationStatus() *ReplicationStatus {
 	}
 	g.mu.Lock()
 	for _, q := range g.waits {
-		if !q.done.Load() {
+		if q.state.Load() == qPending {
 			if st.InFlightByPartition == nil {
 				st.InFlightByPartition = map[uint32]int{}
 			}
