@@ -377,6 +377,7 @@ func TestQuorumQoS2ResentAfterFailoverDeliveredOnce(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	var got collector
 	defer closeV5(subscribeV5(t, c.addr(), "sub-c", 0, "exactly/#", 2, &got))
+	interestKnown(t, a, "broker-c") // a SUBACK waits at most 2 s for the peers
 	pub := packet.Publish{QoS: 2, PacketID: 7, Topic: []byte("exactly/once"), Payload: []byte("only-once")}
 	ra := dialRawV5(t, a.addr(), "qos2-publisher")
 	ra.write(pub.Append(nil, packet.V5))
@@ -463,4 +464,23 @@ func TestQuorumInMemory(t *testing.T) {
 		}
 	}
 	eventually(t, 10*time.Second, func() error { return got.has("in-memory-0", "in-memory-4") })
+}
+
+// interestKnown waits until nd knows peer's subscriptions (its announced
+// filters reached nd), which a SUBACK under load does not wait for beyond
+// its bound.
+func interestKnown(t *testing.T, nd *crashNode, peer string) {
+	t.Helper()
+	eventually(t, 20*time.Second, func() error {
+		dp, err := dataPlaneView(nd.ip)
+		if err != nil {
+			return err
+		}
+		for _, p := range dp.Peers {
+			if p.Name == peer && p.InterestFresh && p.InterestFilters > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s does not know %s's filters yet: %+v", nd.ip, peer, dp.Peers)
+	})
 }
