@@ -81,6 +81,13 @@
 // only when its Version is newer than the current one, so a deposed
 // leader's late proposal cannot roll it back; each partition's Epoch rises
 // whenever its owner changes, for the data plane to fence a stale owner.
+// A caughtUp command (caughtup.go) marks one syncing copy caught up, and
+// applies only while the map still lists it syncing: the partition's owner
+// sends it once the data plane filled the copy, through the leader
+// (POST CaughtUpPath from a follower). With SetCopiesReported (the data
+// plane replicates) the leader's rebalance waits for those reports before
+// it moves owners onto new copies; without, it marks them caught up at
+// once, as there is nothing to copy.
 //
 // # Users
 //
