@@ -16,7 +16,7 @@ import (
 // moved away) from the last Replication.Replay, so that a message that
 // node acknowledged but had not passed on reaches every subscriber.
 const (
-	fillChunk    = 1000             // records per fill or replay step
+	fillChunk    = 256              // records per fill or replay step
 	fillRetry    = 60 * time.Second // a fill not reported by then starts again
 	reportRetry  = 5 * time.Second  // a report the map does not show yet is sent again
 	mapsEvery    = 2 * time.Second  // runMaps looks again even without a change
@@ -124,7 +124,7 @@ func (p *Plane) fillCopy(part uint32, node string, version uint64, now time.Time
 		p.fills.runs[k] = run
 		p.fills.mu.Unlock()
 		p.log.Info("filling a new copy of a partition", "partition", part, "copy", node)
-		p.fillFrom(part, node, 0, p.copies.lastKey(part), false, run)
+		go p.fillFrom(part, node, 0, p.copies.lastKey(part), false, run) // it may wait for room
 		return
 	case run.filled && now.Sub(run.reported) > reportRetry:
 		run.reported = now
@@ -178,8 +178,24 @@ func (p *Plane) fillFrom(part uint32, node string, from, end uint64, second bool
 		return
 	}
 	batch[len(batch)-1].filled = func() { go p.fillFrom(part, node, next, end, second, run) }
+	es := make([]entry, len(batch))
 	for i, rep := range batch {
-		p.out.addVolatileFor(node, msgs[i], topics[i], rep)
+		es[i] = entry{msg: msgs[i], topic: topics[i], retain: true, only: node, rep: rep, volatile: true}
+	}
+	p.appendPaced(es)
+}
+
+// appendPaced appends records of a fill or a replay once the outbox has
+// room for them below half its bound (ReplicationForwardQueueEntries), so
+// that they never push out a record a peer that is down still needs;
+// it waits, polling, until then or Stop.
+func (p *Plane) appendPaced(es []entry) {
+	for !p.out.appendIfRoom(es, p.opts.ForwardQueueEntries/2) {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-time.After(replayPacing):
+		}
 	}
 }
 
@@ -233,17 +249,16 @@ func (p *Plane) replayLost(lost string, m partition.Map) {
 				}
 				return len(chunk) < fillChunk
 			})
+			es := make([]entry, 0, len(chunk))
 			for _, r := range chunk {
 				d, err := wire.DecodeMessage(r.msg)
 				if err != nil {
 					continue
 				}
-				for p.out.backlogOver(p.opts.ForwardQueueEntries/2) && p.ctx.Err() == nil {
-					time.Sleep(replayPacing) // paced: never push out what peers still need
-				}
-				p.out.addReliable(r.msg, d.Msg.Topic, d.Msg.Retain, nil, &repInfo{partition: uint32(i), origin: r.id, at: r.at}, nil)
-				n++
+				es = append(es, entry{msg: r.msg, topic: d.Msg.Topic, retain: d.Msg.Retain, rep: &repInfo{partition: uint32(i), origin: r.id, at: r.at}})
 			}
+			p.appendPaced(es) // never pushes out what peers still need
+			n += len(es)
 			if next == from || len(chunk) < fillChunk {
 				break
 			}

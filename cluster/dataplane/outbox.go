@@ -510,27 +510,23 @@ func (o *outbox) copiesConfirmedLocked(peer string, from, upTo uint64) (acks []*
 	return acks, filled
 }
 
-// addVolatileFor appends a record for peer only that a restart forgets
-// (a fill's step, sent again by its owner).
-func (o *outbox) addVolatileFor(peer string, msg []byte, topic string, rep *repInfo) {
-	o.mu.Lock()
-	o.appendLocked(entry{msg: msg, topic: topic, retain: true, only: peer, rep: rep, volatile: true}, nil)
-	if ps := o.peers[peer]; ps != nil {
-		signal(ps)
-	}
-	o.mu.Unlock()
-}
-
-// backlogOver reports whether more than n records wait for some peer.
-func (o *outbox) backlogOver(n int) bool {
+// appendIfRoom appends es (a fill's or a replay's records, for nobody to
+// wait on) only if the outbox then holds at most limit records, all or
+// none: such records must never push out what a peer still needs. It
+// reports whether it appended them.
+func (o *outbox) appendIfRoom(es []entry, limit int) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, ps := range o.peers {
-		if int(o.head()-ps.cursor) > n {
-			return true
-		}
+	if len(o.entries)+len(es) > limit && len(o.entries) > 0 {
+		return false
 	}
-	return false
+	for _, e := range es {
+		o.appendLocked(e, nil)
+	}
+	for _, ps := range o.peers {
+		signal(ps)
+	}
+	return true
 }
 
 // wakeAll signals every peer's stream.
