@@ -69,6 +69,9 @@ func (n *Node) openDataPlane() error {
 			opts.Trace = &dataplane.Trace{Dir: filepath.Join(cl.DataDir, "replication", "trace"),
 				MaxBytes: int64(cl.ReplicationTraceMaxMegabytes) << 20}
 		}
+		// 2.5 s: well inside FailoverDelay (6 s), after which the leader
+		// moves a silent node's copies; elections take well under it.
+		opts.InContact = func() bool { return n.Cluster.LeaderContact(2500 * time.Millisecond) }
 		opts.CaughtUp = func(p uint32, node string, _ uint64) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -91,4 +92,18 @@ func (n *Node) serveCaughtUp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// LeaderContact reports whether this node leads, or heard from the leader
+// within d: the data plane refuses to acknowledge or count copies without
+// it, so a node cut off from the majority stops well before the leader
+// (after FailoverDelay, longer than d) moves its partitions' copies.
+func (n *Node) LeaderContact(d time.Duration) bool {
+	if n.raft.State() == raft.Leader {
+		return true
+	}
+	// An election alone (no leader known for a moment) is not a loss of
+	// contact: the copies move only after FailoverDelay.
+	lc := n.raft.LastContact()
+	return !lc.IsZero() && time.Since(lc) < d
 }

@@ -36,6 +36,14 @@ type qos2Key struct {
 	pid    uint16
 }
 
+// qos2Seen is a QoS 2 message written to a copy: its content's sum and
+// its identity in the stream it entered.
+type qos2Seen struct {
+	sum uint64
+	id  copyID
+	at  int64
+}
+
 // qos2Max bounds the QoS 2 messages remembered per partition.
 const qos2Max = 4096
 
@@ -56,14 +64,14 @@ type partCopy struct {
 	mem         []copyRec // without a store: mem[i] has key first+i
 	// qos2 are the QoS 2 messages written here since this node started
 	// (at most qos2Max, oldest out first), with their qos2Sum.
-	qos2  map[qos2Key]uint64
+	qos2  map[qos2Key]qos2Seen
 	order []qos2Key
 }
 
 func (pc *partCopy) rememberQoS2(r *copyRec) {
 	k := qos2Key{r.client, r.pid}
 	if pc.qos2 == nil {
-		pc.qos2 = map[qos2Key]uint64{}
+		pc.qos2 = map[qos2Key]qos2Seen{}
 	}
 	if _, ok := pc.qos2[k]; !ok {
 		pc.order = append(pc.order, k)
@@ -72,7 +80,7 @@ func (pc *partCopy) rememberQoS2(r *copyRec) {
 			pc.order = pc.order[1:]
 		}
 	}
-	pc.qos2[k] = r.sum
+	pc.qos2[k] = qos2Seen{sum: r.sum, id: r.id, at: r.at}
 }
 
 func (pc *partCopy) count() int { return int(pc.last + 1 - pc.first) }
@@ -173,15 +181,15 @@ func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) 
 
 // acceptedQoS2 reports whether partition p's copy here holds the QoS 2
 // message client published with packet identifier pid and sum.
-func (l *copyLog) acceptedQoS2(p uint32, client string, pid uint16, sum uint64) bool {
+func (l *copyLog) acceptedQoS2(p uint32, client string, pid uint16, sum uint64) (qos2Seen, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pc := l.parts[p]
 	if pc == nil {
-		return false
+		return qos2Seen{}, false
 	}
 	s, ok := pc.qos2[qos2Key{client, pid}]
-	return ok && s == sum
+	return s, ok && s.sum == sum
 }
 
 // last is the key of partition p's newest record (0: none).
@@ -301,7 +309,7 @@ func (s *store) putCopies(p uint32, keys []uint64, recs []copyRec, trimTo uint64
 	if s.closed {
 		s.mu.Unlock()
 		if done != nil {
-			done(errStoreClosed)
+			go done(errStoreClosed) // as store.put
 		}
 		return
 	}

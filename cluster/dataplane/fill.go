@@ -89,8 +89,14 @@ func (p *Plane) onMap(m partition.Map) {
 	}
 	if p.fills.seen != nil {
 		for n := range p.fills.seen {
-			if !placed[n] && n != me {
-				p.replayLost(n, m)
+			if !placed[n] && n != me && p.ctx.Err() == nil {
+				// Its own goroutine: pacing may wait long (a peer that is
+				// down holds the outbox), and fills and reports go on.
+				p.wg.Add(1)
+				go func(n string) {
+					defer p.wg.Done()
+					p.replayLost(n, m)
+				}(n)
 			}
 		}
 	}

@@ -75,6 +75,12 @@ type Options struct {
 	// what this node, its owner, held (the leader commits it; see
 	// fill.go). It may block; it is called from a goroutine of its own.
 	CaughtUp func(p uint32, node string, mapVersion uint64) error
+	// InContact, when set (with Replication), reports whether this node
+	// is in contact with the cluster's leader (cluster.Node.LeaderContact):
+	// without it a node neither acknowledges nor counts as a copy, so the
+	// minority side of a split stops before the majority's map moves the
+	// copies. Polled every 50 ms.
+	InContact func() bool
 	// Trace, when set (with Replication), records each QoS 1/2 record
 	// (Cluster.ReplicationTrace; trace.go).
 	Trace  *Trace

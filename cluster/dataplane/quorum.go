@@ -168,6 +168,8 @@ type quorumGate struct {
 
 	// wake signals every peer's stream (a write was decided); set by New.
 	wake func()
+	// fenced: no contact with the leader (Options.InContact), set by the sweep.
+	fenced atomic.Bool
 }
 
 func (g *quorumGate) fail(reason string) {
@@ -207,6 +209,10 @@ func (g *quorumGate) admit(self, clientID string, up func(peer string) bool) (ui
 	a := m.Partitions[p]
 	if !g.opts.Gate {
 		return p, a, 0, nil // acknowledged once this node has it: nothing to refuse for
+	}
+	if g.fenced.Load() {
+		g.fail(failNoMajor)
+		return p, a, 0, refusal("no contact with the cluster's leader: this node may be on the minority side of a split")
 	}
 	if a.Owner == "" {
 		g.fail(failNoOwner)
@@ -300,9 +306,16 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	var sum uint64
 	if m.QoS == 2 && m.PacketID != 0 {
 		sum = qos2Sum(m.Topic, m.Payload)
-		if m.Dup && p.resentQoS2(m, sum) {
+		if seen, part, ok := p.resentQoS2(m, sum); ok {
+			// Written to this copy before a failover: PUBREC, not routed
+			// here again (this copy delivered it on receipt). Whether its
+			// origin acknowledged it is not known here, so it goes to the
+			// peers once more under its first identity: those that have it
+			// drop it, the others (its origin refused it, or never passed
+			// it on) deliver it.
 			p.qos2Resent.Add(1)
-			return broker.ErrDuplicate // accepted on another node before a failover: PUBREC, not routed again
+			p.out.addReliable(enc, m.Topic, m.Retain, groups, &repInfo{partition: part, origin: seen.id, at: seen.at}, nil)
+			return broker.ErrDuplicate
 		}
 	}
 	part, a, need, err := g.admit(p.opts.NodeName, m.ClientID, p.peerUp)
@@ -334,7 +347,11 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		if p.trace != nil {
 			q.trace, q.start, q.client, q.topic = p.trace, now, m.ClientID, m.Topic
 		}
-		q.need.Store(int32(need))
+		// The majority, and this node's own stream record on disk: the
+		// record may reach the copies before its write, but a restart
+		// must find it (the copies' confirmations alone would leave the
+		// peers that are not copies without it).
+		q.need.Store(int32(need) + 1)
 		rep.q = q
 		g.wait(q)
 	}
@@ -343,7 +360,9 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		onWrite = func(err error) {
 			if err != nil {
 				q.finish(errStoreFailed, failDisk)
+				return
 			}
+			q.ack()
 		}
 	} else if p.store != nil {
 		onWrite = r.Resolve
@@ -351,6 +370,9 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	seq := p.out.addReplicated(enc, m.Topic, m.Retain, groups, rep, onWrite)
 	if q != nil {
 		q.seq.Store(seq)
+		if p.store == nil {
+			q.ack() // in memory: the stream record is kept already
+		}
 	}
 	p.trace.event(TraceEvent{Event: "publish", Client: m.ClientID, Topic: m.Topic, QoS: m.QoS, Partition: part, Epoch: a.Epoch,
 		Origin: p.opts.NodeName, Seq: seq, Copies: others})
@@ -379,13 +401,17 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 
 // resentQoS2 reports whether the copy of m's partition here holds m: the
 // same publisher, packet identifier, topic and payload.
-func (p *Plane) resentQoS2(m *broker.Message, sum uint64) bool {
+func (p *Plane) resentQoS2(m *broker.Message, sum uint64) (qos2Seen, uint32, bool) {
+	if !m.Dup {
+		return qos2Seen{}, 0, false
+	}
 	mp := p.gate.pmap.Load()
 	if mp == nil || len(mp.Partitions) == 0 {
-		return false
+		return qos2Seen{}, 0, false
 	}
 	part := uint32(partition.For(m.ClientID, len(mp.Partitions)))
-	return p.copies.acceptedQoS2(part, m.ClientID, m.PacketID, sum)
+	seen, ok := p.copies.acceptedQoS2(part, m.ClientID, m.PacketID, sum)
+	return seen, part, ok
 }
 
 // peerUp reports whether the link to peer is connected.
@@ -406,6 +432,9 @@ func (p *Plane) runSweep() {
 		case <-p.ctx.Done():
 			return
 		case now := <-t.C:
+			if p.opts.InContact != nil {
+				p.gate.fenced.Store(!p.opts.InContact())
+			}
 			p.gate.sweep(now)
 		}
 	}

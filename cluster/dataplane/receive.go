@@ -167,7 +167,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 				id, at = copyID{origin: rp.Origin, boot: rp.OriginBoot, seq: rp.OriginSeq}, rp.At
 			}
 			if rp.Copy {
-				if rp.Epoch < p.gate.epoch(rp.Partition) && !p.gate.replica(rp.Partition, p.opts.NodeName) {
+				if p.gate.fenced.Load() || (rp.Epoch < p.gate.epoch(rp.Partition) && !p.gate.replica(rp.Partition, p.opts.NodeName)) {
 					stale = true // delivered all the same: the sender may get its majority elsewhere
 					r.staleCopies.Add(1)
 					p.trace.event(TraceEvent{Event: "staleCopy", Client: d.Msg.ClientID, Topic: d.Msg.Topic, Partition: rp.Partition,

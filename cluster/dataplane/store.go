@@ -169,7 +169,7 @@ func (s *store) put(seq uint64, msg []byte, done func(error)) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		done(errStoreClosed)
+		go done(errStoreClosed) // not on the caller's goroutine: it may hold outbox.mu
 		return
 	}
 	s.records = append(s.records, pendingRecord{seq: seq, msg: msg})
