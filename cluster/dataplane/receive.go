@@ -47,6 +47,59 @@ type senderState struct {
 	// seenBoot and seen mirror boot and lastSeq for readers that do not
 	// hold mu (a replay of this sender's records arriving from another).
 	seenBoot, seen atomic.Uint64
+
+	// A frame resent after a reconnect whose records are all taken
+	// already is answered only once the writes of the frame that took
+	// them finished: its sender counts the answer as a durable copy.
+	wmu     sync.Mutex // guards durBoot, durable, waits; taken after mu
+	durBoot uint64
+	durable uint64 // highest record of durBoot whose writes finished
+	waits   []dupWait
+}
+
+// dupWait is a resent frame waiting for the writes of its records.
+type dupWait struct {
+	boot, upTo uint64
+	res        broker.Resolver
+}
+
+// written records that the writes of boot's records up to upTo finished
+// (err nil) or failed, and answers the resent frames that waited for them.
+func (s *senderState) written(boot, upTo uint64, err error) {
+	s.wmu.Lock()
+	if err == nil {
+		if boot > s.durBoot {
+			s.durBoot, s.durable = boot, upTo
+		} else if boot == s.durBoot {
+			s.durable = max(s.durable, upTo)
+		}
+	}
+	var ready []dupWait
+	keep := s.waits[:0]
+	for _, w := range s.waits {
+		if err != nil || w.boot < s.durBoot || (w.boot == s.durBoot && w.upTo <= s.durable) {
+			ready = append(ready, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	s.waits = keep
+	s.wmu.Unlock()
+	for _, w := range ready {
+		w.res.Resolve(err)
+	}
+}
+
+// covered reports whether the writes of boot's records up to upTo
+// finished; if not, res waits for them.
+func (s *senderState) covered(boot, upTo uint64, res broker.Resolver) bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if boot < s.durBoot || (boot == s.durBoot && upTo <= s.durable) {
+		return true
+	}
+	s.waits = append(s.waits, dupWait{boot: boot, upTo: upTo, res: res})
+	return false
 }
 
 // mark publishes boot and lastSeq; the caller holds mu.
@@ -137,6 +190,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	prevSeq := s.lastSeq // restored when the frame's deliveries fail, so its resend is taken
 	var batch, retain []*broker.Message
 	var copies map[uint32][]copyRec
+	var maxSeq uint64
 	stale := false
 	now := time.Now().UnixNano()
 	for len(records) > 0 {
@@ -145,6 +199,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			break
 		}
 		seq, enc := rec.Seq, rec.Msg
+		maxSeq = max(maxSeq, seq)
 		if seq != 0 {
 			if seq <= s.lastSeq {
 				r.duplicates.Add(1)
@@ -228,6 +283,9 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	s.lastTS = env.SentAt
 	boot, upTo := s.boot, s.lastSeq
 	settled := func(err error) {
+		if upTo != prevSeq {
+			s.written(boot, upTo, err)
+		}
 		if err != nil {
 			// Not under the store's goroutine: receive may hold s.mu while
 			// it waits for that goroutine.
@@ -257,6 +315,12 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		return err
 	}
 	if len(batch) == 0 && len(retain) == 0 && len(copies) == 0 {
+		if m.QoS == 1 && maxSeq > 0 && upTo == prevSeq && !s.covered(boot, min(maxSeq, upTo), res) {
+			return broker.ErrDeferred // its records' first writes have not finished yet
+		}
+		if upTo != prevSeq {
+			s.written(boot, upTo, nil) // nothing to write: done
+		}
 		return answer(nil)
 	}
 	// The hook holds one count and each store write that has to finish

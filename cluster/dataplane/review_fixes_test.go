@@ -1,0 +1,143 @@
+package dataplane
+
+// Tests from the review of the quorum write (issue 14): each one showed a
+// defect the code has since been mended for.
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"gantry/broker"
+	"gantry/cluster/partition"
+	"gantry/cluster/wire"
+)
+
+type chanResolver chan error
+
+func (c chanResolver) Resolve(err error) { c <- err }
+
+// reviewPlane is a Plane named name with fake, connected links to peers (as
+// BenchmarkForward builds it) and a one-partition map.
+func reviewPlane(t *testing.T, name, dir string, fq int, rep *Replication, peers []string, a partition.Assignment) *Plane {
+	t.Helper()
+	opts := Options{NodeName: name, Username: "cluster", Broker: nopBroker{}, BestEffort: true, Reliable: true,
+		ForwardQueueEntries: fq, DataDir: dir, Replication: rep}
+	p, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range peers {
+		ps, _ := p.out.addPeer(n)
+		p.out.setUp(ps, true)
+		l := &link{p: p, peer: n, ps: ps, done: make(chan struct{})}
+		l.connected.Store(true)
+		close(l.done)
+		p.links[n] = l
+	}
+	p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{a}})
+	return p
+}
+
+func takeFor(p *Plane, name string) (pid uint16, seqs []uint64, payloads []string, reps []*wire.Rep) {
+	ps := p.out.peers[name]
+	pid, _ = p.out.take(ps, 1<<20, func(string) bool { return true }, func(seq uint64, msg []byte, _ []string, r *wire.Rep) int {
+		seqs = append(seqs, seq)
+		if d, err := wire.DecodeMessage(msg); err == nil {
+			payloads = append(payloads, string(d.Msg.Payload))
+		}
+		if r != nil {
+			c := *r
+			reps = append(reps, &c)
+		} else {
+			reps = append(reps, nil)
+		}
+		return len(msg)
+	}, nextPID)
+	return
+}
+
+// TestReviewReplayStallsOnDeadPeer: replayLost paces on backlogOver, which
+// counts every peer in o.peers, the lost node itself included (it stays a
+// Raft member, so SetPeers keeps its link and its cursor never moves).
+// Each replayed record grows that backlog, so a replay of more than
+// ForwardQueueEntries/2 records never ends, and runMaps (fills, catch-up
+// reports, later replays) is stuck behind it until the lost node returns.
+func TestReviewReplayStallsOnDeadPeer(t *testing.T) {
+	rep := &Replication{Gate: true, Timeout: time.Minute, Replay: 5 * time.Minute}
+	p := reviewPlane(t, "a", "", 64, rep, []string{"b", "x"}, partition.Assignment{Owner: "a", Replicas: []string{"a", "b"}, Epoch: 1})
+	defer p.Stop()
+	p.links["x"].connected.Store(false) // x is the node that was lost
+	now := time.Now().UnixNano()
+	for i := range 100 {
+		enc := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(fmt.Sprint("m", i)), QoS: 1})
+		p.copies.add(0, []copyRec{{id: copyID{origin: "x", boot: 1, seq: uint64(i + 1)}, at: now, epoch: 1, msg: enc}}, nil)
+	}
+	// b keeps up (its link takes and confirms everything).
+	stopB := make(chan struct{})
+	defer close(stopB)
+	go func() {
+		for {
+			select {
+			case <-stopB:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			p.out.mu.Lock()
+			ps := p.out.peers["b"]
+			p.out.mu.Unlock()
+			if pid, _, _, _ := takeFor(p, "b"); pid != 0 {
+				p.out.confirm("b", ps, pid, false)
+			}
+		}
+	}()
+	done := make(chan struct{})
+	go func() { p.replayLost("x", *p.gate.pmap.Load()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("replayLost of 100 records (ForwardQueueEntries 64) has not finished after 5 s: replayed %d, x's backlog %d",
+			p.out.head(), p.out.stats(p.out.peers["x"]).Backlog)
+	}
+}
+
+func TestReviewPublishWithClosedStoreDeadlocks(t *testing.T) {
+	rep := &Replication{Gate: true, Timeout: time.Minute}
+	p := reviewPlane(t, "a", t.TempDir(), 8192, rep, []string{"b"}, partition.Assignment{Owner: "a", Replicas: []string{"a"}, Epoch: 1})
+	p.Stop()
+	r := make(chanResolver, 1)
+	ret := make(chan error, 1)
+	go func() {
+		ret <- p.InterceptPublish(&broker.Message{Topic: "t", Payload: []byte("late"), QoS: 1, ClientID: "pub", Origin: broker.OriginClient}, r)
+	}()
+	select {
+	case <-ret:
+	case <-time.After(3 * time.Second):
+		t.Fatal("InterceptPublish after Stop has not returned in 3 s (self-deadlock on outbox.mu)")
+	}
+}
+
+func TestReviewResentCopyConfirmedBeforeDurable(t *testing.T) {
+	rep := &Replication{Gate: true, Timeout: time.Minute}
+	p := reviewPlane(t, "b", t.TempDir(), 8192, rep, []string{"a", "c"}, partition.Assignment{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1})
+	defer p.Stop()
+	held, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	p.store.putCopies(999, nil, nil, 0, func(error) { close(held); <-release })
+	<-held
+	frame := wire.AppendHeader(nil, "a", 1)
+	msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("m"), QoS: 1, ClientID: "pub"})
+	frame = wire.AppendRecordRep(frame, 1, msg, nil, &wire.Rep{Copy: true, Partition: 0, Epoch: 1})
+	send := func() (error, chanResolver) {
+		r := make(chanResolver, 1)
+		err := p.receive(&broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1,
+			Payload: p.opts.Signer.Sign(frame)}, r)
+		return err, r
+	}
+	if err, _ := send(); err != broker.ErrDeferred {
+		t.Fatalf("first frame: %v, want it deferred until the copy is on disk", err)
+	}
+	if err, _ := send(); err != broker.ErrDeferred {
+		t.Fatalf("the resent frame is answered %v at once, while its copy is not on disk yet", err)
+	}
+}
