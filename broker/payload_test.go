@@ -185,13 +185,19 @@ func TestPublishedPayloadsAreNotAllocatedPerMessage(t *testing.T) {
 		})
 	}
 	send(20) // warm up buffers and pools
-	payloads, messages := sizedAllocs(512, 2048), sizedAllocs(128, 512)
 	const bursts = 100
-	send(bursts)
 	perMessage := func(before uint64, lo, hi float64) float64 {
 		return float64(sizedAllocs(lo, hi)-before) / (bursts * batch)
 	}
-	p, m := perMessage(payloads, 512, 2048), perMessage(messages, 128, 512)
+	// The best of three windows: a collection empties every sync.Pool, and
+	// on a loaded machine one may fall into a window (each such window
+	// refills the pools once; a copy per message shows in all three).
+	p, m := 1e9, 1e9
+	for range 3 {
+		payloads, messages := sizedAllocs(512, 2048), sizedAllocs(128, 512)
+		send(bursts)
+		p, m = min(p, perMessage(payloads, 512, 2048)), min(m, perMessage(messages, 128, 512))
+	}
 	t.Logf("per 1 KB message relayed: %.3f allocations of 513 B to 2 KB (its payload), %.3f of 129 to 512 B (its Message)", p, m)
 	if p > 0.2 {
 		t.Errorf("%.3f allocations of 513 B to 2 KB per 1 KB message relayed: the payload is copied into a new allocation", p)
