@@ -156,7 +156,10 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 }
 
 // records calls fn with partition p's records from key from on (0: the
-// oldest), in order, until fn returns false.
+// oldest), in order, until fn returns false. fn only collects: without a
+// store it runs under copyLog.mu (no copy of the partition per call, which
+// a fill's chunks would make quadratic), with one inside a read of the
+// store; it must not call the copy log or wait.
 func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) bool) {
 	l.mu.Lock()
 	pc := l.parts[p]
@@ -166,10 +169,9 @@ func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) 
 	}
 	from = max(from, pc.first)
 	if l.store == nil {
-		mem := append([]copyRec(nil), pc.mem[from-pc.first:]...)
-		l.mu.Unlock()
-		for i, r := range mem {
-			if !fn(from+uint64(i), r) {
+		defer l.mu.Unlock()
+		for i := from - pc.first; i < uint64(len(pc.mem)); i++ {
+			if !fn(pc.first+i, pc.mem[i]) {
 				return
 			}
 		}

@@ -465,6 +465,9 @@ type ReplicationStatus struct {
 	// ReplayDuplicates the replay copies it dropped, delivered already.
 	ReplayedOut      uint64 `json:"replayed"`
 	ReplayDuplicates uint64 `json:"replayDuplicatesDropped"`
+	// QoS2Resent counts QoS 2 resends (DUP) after a failover that this
+	// node recognised from its copy and did not deliver again.
+	QoS2Resent uint64 `json:"qos2ResendsRecognised"`
 	// Filling is the new copies this node, their owner, fills now.
 	Filling []FillStatus `json:"filling,omitempty"`
 }
@@ -486,7 +489,7 @@ func (p *Plane) ReplicationStatus() *ReplicationStatus {
 	st := &ReplicationStatus{QuorumGate: g.opts.Gate, TimeoutMs: g.opts.Timeout.Milliseconds(), Window: g.opts.Window,
 		InFlight: g.pending.Load(), Acknowledged: g.ok.Load(), Failures: g.failures(), Copies: p.copies.counts(),
 		Copied: p.recv.copied.Load(), StaleCopies: p.recv.staleCopies.Load(),
-		ReplayedOut: p.replayedOut.Load(), ReplayDuplicates: p.recv.replayDups.Load()}
+		ReplayedOut: p.replayedOut.Load(), ReplayDuplicates: p.recv.replayDups.Load(), QoS2Resent: p.qos2Resent.Load()}
 	if m := g.pmap.Load(); m != nil {
 		st.MapVersion = m.Version
 	}
