@@ -41,29 +41,82 @@ type localInterest struct {
 	announced map[string]struct{}
 	// shared holds the announced shared subscriptions, for sharedFor to
 	// see whether a group has a member here without touching the broker's
-	// tree (matching a group there moves its round robin on).
-	shared atomic.Pointer[topic.Tree[string]]
+	// tree (matching a group there moves its round robin on). Changed
+	// under mu, one filter at a time; read without mu (its own lock).
+	shared topic.Tree[string]
 }
 
-// sharedChangedLocked rebuilds li.shared from announced.
-func (li *localInterest) sharedChangedLocked() {
-	t := &topic.Tree[string]{}
+// addLocked adds f to the announced interest and reports whether it is new.
+func (li *localInterest) addLocked(f string) bool {
+	if _, ok := li.announced[f]; ok {
+		return false
+	}
+	li.announced[f] = struct{}{}
+	if isShared(f) {
+		li.shared.Subscribe(topic.Entry[string]{Client: f, Filter: f})
+	}
+	return true
+}
+
+// replaceLocked makes now the announced interest, changing only what differs.
+func (li *localInterest) replaceLocked(now map[string]struct{}) {
 	for f := range li.announced {
-		if _, _, sh, err := topic.ParseShared(f); err == nil && sh {
-			t.Subscribe(topic.Entry[string]{Client: f, Filter: f})
+		if _, ok := now[f]; !ok {
+			delete(li.announced, f)
+			if isShared(f) {
+				li.shared.Unsubscribe(f, f)
+			}
 		}
 	}
-	li.shared.Store(t)
+	for f := range now {
+		li.addLocked(f)
+	}
+}
+
+func isShared(f string) bool {
+	_, _, sh, err := topic.ParseShared(f)
+	return err == nil && sh
 }
 
 // remoteInterest is what one peer announced.
 type remoteInterest struct {
 	fresh  atomic.Bool
 	shared atomic.Bool // some of its filters are shared subscriptions
-	tree   atomic.Pointer[topic.Tree[string]]
+	// tree holds filters; changed under mu, one filter at a time (an
+	// addition costs one insertion, not a rebuild); read without mu.
+	tree topic.Tree[string]
 
-	mu      sync.Mutex // guards filters
+	mu      sync.Mutex // guards filters, sharedN; serialises changes of tree
 	filters map[string]struct{}
+	sharedN int // shared subscriptions among filters
+}
+
+// addLocked adds filter f (an invalid one is ignored).
+func (ri *remoteInterest) addLocked(f string) {
+	if _, ok := ri.filters[f]; ok {
+		return
+	}
+	_, _, sh, err := topic.ParseShared(f)
+	if err != nil {
+		return
+	}
+	ri.filters[f] = struct{}{}
+	if sh {
+		ri.sharedN++
+	}
+	ri.tree.Subscribe(topic.Entry[string]{Client: f, Filter: f})
+}
+
+// dropLocked removes filter f.
+func (ri *remoteInterest) dropLocked(f string) {
+	if _, ok := ri.filters[f]; !ok {
+		return
+	}
+	delete(ri.filters, f)
+	if isShared(f) {
+		ri.sharedN--
+	}
+	ri.tree.Unsubscribe(f, f)
 }
 
 // interestFilter is the filter of a subscription as it is announced: as
@@ -88,8 +141,7 @@ func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
 		if f = interestFilter(f); f == "" {
 			continue
 		}
-		if _, ok := li.announced[f]; !ok {
-			li.announced[f] = struct{}{}
+		if li.addLocked(f) {
 			fresh = append(fresh, f)
 		}
 	}
@@ -97,7 +149,6 @@ func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
 		li.mu.Unlock()
 		return false
 	}
-	li.sharedChangedLocked()
 	p.mu.RLock()
 	var ups []*peerStream
 	for _, l := range p.links {
@@ -144,10 +195,9 @@ func (p *Plane) linkUp(ps *peerStream) {
 	// over their messages.
 	for _, f := range p.opts.Broker.Filters() {
 		if f = interestFilter(f); f != "" {
-			li.announced[f] = struct{}{}
+			li.addLocked(f)
 		}
 	}
-	li.sharedChangedLocked()
 	p.out.setUp(ps, true)
 	p.out.addControl(ps, interestMessage(wire.InterestSnapshot, li.snapshotLocked()), nil)
 	li.mu.Unlock()
@@ -174,8 +224,7 @@ func (p *Plane) announce() {
 			now[f] = struct{}{}
 		}
 	}
-	li.announced = now
-	li.sharedChangedLocked()
+	li.replaceLocked(now)
 	msg := interestMessage(wire.InterestSnapshot, li.snapshotLocked())
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -223,7 +272,7 @@ func (p *Plane) wants(peer, tp string) bool {
 		return true
 	}
 	var buf [4]*topic.Entry[string]
-	return len(ri.tree.Load().Match(tp, buf[:0], nil)) > 0
+	return len(ri.tree.Match(tp, buf[:0], nil)) > 0
 }
 
 // sharedFor decides, for a message on topic entering this node, which
@@ -246,7 +295,7 @@ func (p *Plane) sharedFor(tp string) map[string][]string {
 	p.rmu.RUnlock()
 	var candidates map[string][]string // shared subscription → peers with members
 	for i, ri := range ris {
-		for _, e := range ri.tree.Load().Match(tp, nil, nil) {
+		for _, e := range ri.tree.Match(tp, nil, nil) {
 			if e.Group == "" {
 				continue
 			}
@@ -260,10 +309,8 @@ func (p *Plane) sharedFor(tp string) map[string][]string {
 		return nil
 	}
 	var local []string
-	if t := p.local.shared.Load(); t != nil {
-		for _, e := range t.Match(tp, nil, nil) {
-			local = append(local, e.Filter)
-		}
+	for _, e := range p.local.shared.Match(tp, nil, nil) {
+		local = append(local, e.Filter)
 	}
 	var out map[string][]string
 	turn := p.sharedTurn.Add(1)
@@ -281,30 +328,29 @@ func (p *Plane) sharedFor(tp string) map[string][]string {
 	return out
 }
 
-// heard applies an announcement from sender.
+// heard applies an announcement from sender: a snapshot replaces its
+// filters (only what differs changes), an addition adds to them.
 func (p *Plane) heard(sender string, op byte, filters []string) {
 	ri := p.remote(sender)
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
 	if op == wire.InterestSnapshot {
-		ri.filters = map[string]struct{}{}
+		keep := make(map[string]struct{}, len(filters))
+		for _, f := range filters {
+			keep[f] = struct{}{}
+		}
+		for f := range ri.filters {
+			if _, ok := keep[f]; !ok {
+				ri.dropLocked(f)
+			}
+		}
 	} else if !ri.fresh.Load() {
 		return // an addition without the snapshot it adds to
 	}
 	for _, f := range filters {
-		ri.filters[f] = struct{}{}
+		ri.addLocked(f)
 	}
-	t := &topic.Tree[string]{}
-	shared := false
-	for f := range ri.filters {
-		if _, _, sh, err := topic.ParseShared(f); err != nil {
-			continue
-		} else if sh {
-			shared = true
-		}
-		t.Subscribe(topic.Entry[string]{Client: f, Filter: f})
-	}
-	ri.tree.Store(t)
+	shared := ri.sharedN > 0
 	if was := ri.shared.Swap(shared); was != shared {
 		if shared {
 			p.sharedPeers.Add(1)
