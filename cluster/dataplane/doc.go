@@ -85,7 +85,10 @@
 // each new filter at once from the SUBSCRIBE that added it
 // (broker.SubscribeHook): the SUBACK waits until every peer whose link is
 // up confirmed the addition (at most 2 s), so a message published on any
-// node after the SUBACK reaches the subscriber. A peer's announced
+// node after the SUBACK reaches the subscriber. A filter stays pending
+// until that announcement is over, and a SUBACK for a pending filter (a
+// second SUBSCRIBE of it, or one a snapshot carries first) waits for the
+// same announcement. A peer's announced
 // interest counts from the snapshot on its current connection until that
 // connection ends; meanwhile, and for a peer never heard from, everything
 // goes to it. The sender decides when it writes a record, so a subscription

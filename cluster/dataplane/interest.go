@@ -37,8 +37,11 @@ const ackWait = 2 * time.Second
 
 // localInterest is what this node announced.
 type localInterest struct {
-	mu        sync.Mutex // guards announced; held while links come up, so a link gets the snapshot or the addition, in order
+	mu        sync.Mutex // guards announced, pending; held while links come up, so a link gets the snapshot or the addition, in order
 	announced map[string]struct{}
+	// pending are the announced filters whose announcement is not over
+	// (not every peer whose link was up confirmed it yet).
+	pending map[string]*announcement
 	// shared holds the announced shared subscriptions, for sharedFor to
 	// see whether a group has a member here without touching the broker's
 	// tree (matching a group there moves its round robin on). Changed
@@ -58,8 +61,9 @@ func (li *localInterest) addLocked(f string) bool {
 	return true
 }
 
-// replaceLocked makes now the announced interest, changing only what differs.
-func (li *localInterest) replaceLocked(now map[string]struct{}) {
+// replaceLocked makes now the announced interest, changing only what
+// differs, and returns the filters it added.
+func (li *localInterest) replaceLocked(now map[string]struct{}) (added []string) {
 	for f := range li.announced {
 		if _, ok := now[f]; !ok {
 			delete(li.announced, f)
@@ -69,8 +73,11 @@ func (li *localInterest) replaceLocked(now map[string]struct{}) {
 		}
 	}
 	for f := range now {
-		li.addLocked(f)
+		if li.addLocked(f) {
+			added = append(added, f)
+		}
 	}
+	return added
 }
 
 func isShared(f string) bool {
@@ -130,25 +137,68 @@ func interestFilter(f string) string {
 	return f
 }
 
-// SubscriptionsAdded implements broker.SubscribeHook: filters not
-// announced yet go to every peer whose link is up, and done runs once they
-// all confirmed (or ackWait passed).
-func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
-	li := &p.local
-	li.mu.Lock()
-	var fresh []string
-	for _, f := range filters {
-		if f = interestFilter(f); f == "" {
-			continue
-		}
-		if li.addLocked(f) {
-			fresh = append(fresh, f)
-		}
-	}
-	if len(fresh) == 0 {
-		li.mu.Unlock()
+// announcement is one announcement of filters new to the peers, sent to
+// every peer whose link was up: it is over once they all confirmed it,
+// their links went down, or ackWait passed. Until then its filters are
+// pending (localInterest.pending), and a SUBACK for one of them waits for
+// it, whichever SUBSCRIBE announced it first.
+type announcement struct {
+	li      *localInterest
+	filters []string
+	left    atomic.Int32 // peers yet to confirm
+
+	mu      sync.Mutex // guards waiters, over
+	waiters []func()
+	over    bool
+}
+
+// wait runs done once a is over; it reports false (and never runs done)
+// when a is over already.
+func (a *announcement) wait(done func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.over {
 		return false
 	}
+	a.waiters = append(a.waiters, done)
+	return true
+}
+
+// confirmed counts one peer's confirmation (or its link going down).
+func (a *announcement) confirmed() {
+	if a.left.Add(-1) == 0 {
+		a.finish()
+	}
+}
+
+// finish ends a: its filters are no longer pending, then its waiters run.
+func (a *announcement) finish() {
+	a.mu.Lock()
+	if a.over {
+		a.mu.Unlock()
+		return
+	}
+	a.over = true
+	waiters := a.waiters
+	a.waiters = nil
+	a.mu.Unlock()
+	a.li.mu.Lock()
+	for _, f := range a.filters {
+		if a.li.pending[f] == a {
+			delete(a.li.pending, f)
+		}
+	}
+	a.li.mu.Unlock()
+	for _, w := range waiters {
+		w()
+	}
+}
+
+// announceLocked sends fresh (filters just added to announced) to every
+// peer whose link is up, as msg, and makes them pending until those peers
+// confirmed; it returns nil when no link is up. The caller holds li.mu.
+func (p *Plane) announceLocked(fresh []string, msg []byte) *announcement {
+	li := &p.local
 	p.mu.RLock()
 	var ups []*peerStream
 	for _, l := range p.links {
@@ -158,24 +208,67 @@ func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
 	}
 	p.mu.RUnlock()
 	if len(ups) == 0 {
-		li.mu.Unlock()
-		return false
+		return nil
 	}
-	var once sync.Once
-	finish := func() { once.Do(done) }
-	left := atomic.Int32{}
-	left.Store(int32(len(ups)))
-	one := func() {
-		if left.Add(-1) == 0 {
-			finish()
+	if li.pending == nil {
+		li.pending = map[string]*announcement{}
+	}
+	a := &announcement{li: li, filters: fresh}
+	a.left.Store(int32(len(ups)))
+	for _, f := range fresh {
+		li.pending[f] = a
+	}
+	for _, ps := range ups {
+		p.out.addControl(ps, msg, a.confirmed)
+	}
+	time.AfterFunc(ackWait, a.finish)
+	return a
+}
+
+// SubscriptionsAdded implements broker.SubscribeHook: filters not
+// announced yet go to every peer whose link is up, and done runs once they
+// all confirmed (or ackWait passed). A filter announced already whose
+// announcement is still in flight (another SUBSCRIBE's, or a snapshot's)
+// waits for that announcement the same way.
+func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
+	li := &p.local
+	li.mu.Lock()
+	var fresh []string
+	var waits []*announcement
+	for _, f := range filters {
+		if f = interestFilter(f); f == "" {
+			continue
+		}
+		if li.addLocked(f) {
+			fresh = append(fresh, f)
+		} else if a := li.pending[f]; a != nil && !slices.Contains(waits, a) {
+			waits = append(waits, a)
 		}
 	}
-	msg := interestMessage(wire.InterestAdd, fresh)
-	for _, ps := range ups {
-		p.out.addControl(ps, msg, one)
+	if len(fresh) > 0 {
+		if a := p.announceLocked(fresh, interestMessage(wire.InterestAdd, fresh)); a != nil {
+			waits = append(waits, a)
+		}
+	}
+	// done runs once every announcement waited for is over: one count for
+	// each, and one held here until all are registered.
+	var left atomic.Int32
+	left.Store(1)
+	one := func() {
+		if left.Add(-1) == 0 {
+			done()
+		}
+	}
+	for _, a := range waits {
+		left.Add(1)
+		if !a.wait(one) {
+			left.Add(-1)
+		}
 	}
 	li.mu.Unlock()
-	time.AfterFunc(ackWait, finish)
+	if left.Add(-1) == 0 {
+		return false // nothing in flight: the SUBACK leaves at once
+	}
 	return true
 }
 
@@ -192,20 +285,28 @@ func (p *Plane) linkUp(ps *peerStream) {
 	li.mu.Lock()
 	// What the sessions hold now, offline persistent ones restored from
 	// disk included: a snapshot without them would make the peer pass
-	// over their messages.
+	// over their messages. Filters not announced yet are in this peer's
+	// snapshot only: they reach the other peers from their SUBSCRIBE
+	// (SubscriptionsAdded) or the next announce, which make them pending
+	// until those peers confirmed (a filter taken into announced here
+	// would let its SUBACK leave before the other peers had it).
+	snap := make(map[string]struct{}, len(li.announced))
+	for f := range li.announced {
+		snap[f] = struct{}{}
+	}
 	for _, f := range p.opts.Broker.Filters() {
 		if f = interestFilter(f); f != "" {
-			li.addLocked(f)
+			snap[f] = struct{}{}
 		}
 	}
 	p.out.setUp(ps, true)
-	p.out.addControl(ps, interestMessage(wire.InterestSnapshot, li.snapshotLocked()), nil)
+	p.out.addControl(ps, interestMessage(wire.InterestSnapshot, sortedFilters(snap)), nil)
 	li.mu.Unlock()
 }
 
-func (li *localInterest) snapshotLocked() []string {
-	out := make([]string, 0, len(li.announced))
-	for f := range li.announced {
+func sortedFilters(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for f := range set {
 		out = append(out, f)
 	}
 	slices.Sort(out)
@@ -213,7 +314,8 @@ func (li *localInterest) snapshotLocked() []string {
 }
 
 // announce replaces the announced interest with what the broker's
-// sessions hold now and sends the snapshot to every peer whose link is up.
+// sessions hold now and sends the snapshot to every peer whose link is
+// up; filters new in it are pending until those peers confirmed it.
 func (p *Plane) announce() {
 	li := &p.local
 	li.mu.Lock()
@@ -224,15 +326,8 @@ func (p *Plane) announce() {
 			now[f] = struct{}{}
 		}
 	}
-	li.replaceLocked(now)
-	msg := interestMessage(wire.InterestSnapshot, li.snapshotLocked())
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, l := range p.links {
-		if l.connected.Load() {
-			p.out.addControl(l.ps, msg, nil)
-		}
-	}
+	fresh := li.replaceLocked(now)
+	p.announceLocked(fresh, interestMessage(wire.InterestSnapshot, sortedFilters(li.announced)))
 }
 
 // runAnnounce announces the interest every announceEvery until Stop.

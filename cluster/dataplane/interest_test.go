@@ -59,3 +59,73 @@ func BenchmarkInterestAdd(b *testing.B) {
 		p.heard("b", wire.InterestAdd, []string{fmt.Sprintf("many/%d/+", i)})
 	}
 }
+
+// filtersBroker is a nopBroker whose sessions hold filters.
+type filtersBroker struct {
+	nopBroker
+	filters []string
+}
+
+func (b filtersBroker) Filters() []string { return b.filters }
+
+// confirmAll takes what is due for peer and confirms it, as the peer does.
+func confirmAll(t *testing.T, p *Plane, peer string) {
+	t.Helper()
+	pid, _, _, _ := takeFor(p, peer)
+	if pid == 0 {
+		t.Fatalf("nothing to confirm for %s", peer)
+	}
+	p.out.confirm(peer, p.out.peers[peer], pid, false)
+}
+
+// TestInterestSecondSubscribeWaitsForAnnouncement: a SUBSCRIBE of a
+// filter whose announcement is still in flight (another SUBSCRIBE's, or
+// the periodic snapshot's) gets its SUBACK only once the peers confirmed
+// that announcement, like the first one; once confirmed, a further
+// SUBSCRIBE gets it at once.
+func TestInterestSecondSubscribeWaitsForAnnouncement(t *testing.T) {
+	p := reviewPlane(t, "a", "", 64, nil, []string{"b", "c"}, partition.Assignment{Owner: "a", Replicas: []string{"a"}, Epoch: 1})
+	defer p.Stop()
+	var order []string
+	doneAs := func(name string) func() { return func() { order = append(order, name) } }
+	if !p.SubscriptionsAdded([]string{"f/#"}, doneAs("first")) {
+		t.Fatal("the first SUBSCRIBE does not wait for the peers")
+	}
+	if !p.SubscriptionsAdded([]string{"f/#"}, doneAs("second")) {
+		t.Fatal("the second SUBSCRIBE of a filter in flight gets its SUBACK at once")
+	}
+	confirmAll(t, p, "b")
+	if len(order) != 0 {
+		t.Fatalf("SUBACKs %v left before c confirmed", order)
+	}
+	confirmAll(t, p, "c")
+	if fmt.Sprint(order) != "[first second]" {
+		t.Fatalf("SUBACKs after both confirmed: %v", order)
+	}
+	if p.SubscriptionsAdded([]string{"f/#"}, doneAs("third")) {
+		t.Fatal("a SUBSCRIBE of a confirmed filter waits")
+	}
+
+	// A filter a session holds before its SUBSCRIBE's hook ran, taken into
+	// the periodic snapshot: the SUBACK waits for that snapshot.
+	p.opts.Broker = filtersBroker{filters: []string{"f/#", "g"}}
+	p.announce()
+	if !p.SubscriptionsAdded([]string{"g"}, doneAs("g")) {
+		t.Fatal("a SUBSCRIBE of a filter only in a snapshot in flight gets its SUBACK at once")
+	}
+	confirmAll(t, p, "b")
+	confirmAll(t, p, "c")
+	if order[len(order)-1] != "g" {
+		t.Fatalf("SUBACKs: %v, want g's once the snapshot was confirmed", order)
+	}
+
+	// A link going down ends the wait for that peer.
+	if !p.SubscriptionsAdded([]string{"h"}, doneAs("h")) || !p.SubscriptionsAdded([]string{"h"}, doneAs("h2")) {
+		t.Fatal("SUBSCRIBE of h does not wait")
+	}
+	confirmAll(t, p, "b")
+	p.out.setUp(p.out.peers["c"], false)
+	if fmt.Sprint(order[len(order)-2:]) != "[h h2]" {
+		t.Fatalf("SUBACKs: %v, want h and h2 once c's link went down", order)
+	}
+}
