@@ -49,12 +49,13 @@ type Node struct {
 	clusterOff []string
 	dataPlane  *dataplane.Plane // nil without clustering or a cluster user
 
-	usersTopic   usersTopic     // $SYS/Coreflux/Config/Users (wire_users.go)
-	clusterUsers *clusterUsers  // nil without clustering (wire_cluster_users.go)
-	lotDefs      *clusterDefs   // LoT's definitions store, through the cluster when clustered (wire_cluster_lot.go)
-	placement    *workPlacement // where timers, ON START and exclusive connectors run; nil with clustering off (wire_cluster_work.go)
-	boot         string         // random, drawn at start: this process in the cluster's LoT session (wire_cluster_work.go)
-	keptSync     *keptSync      // KEEP TOPIC values to and from the other nodes; nil with clustering off (wire_cluster_kept.go)
+	usersTopic   usersTopic          // $SYS/Coreflux/Config/Users (wire_users.go)
+	clusterUsers *clusterUsers       // nil without clustering (wire_cluster_users.go)
+	lotDefs      *clusterDefs        // LoT's definitions store, through the cluster when clustered (wire_cluster_lot.go)
+	placement    *workPlacement      // where timers, ON START and exclusive connectors run; nil with clustering off (wire_cluster_work.go)
+	boot         string              // random, drawn at start: this process in the cluster's LoT session (wire_cluster_work.go)
+	keptSync     *keptSync           // KEEP TOPIC values to and from the other nodes; nil with clustering off (wire_cluster_kept.go)
+	sessions     *dataplane.Sessions // sessions that follow the client; nil without the data plane (wire_sessions.go)
 
 	tls   *tlsFiles      // nil without a TLS listener
 	level *slog.LevelVar // nil when the logger was not made by NewLogger
@@ -222,6 +223,7 @@ func (n *Node) Start() error {
 		n.startClusterUsers()
 		n.startClusterLoT()
 		n.startKeptSync()
+		n.startSessions() // wire_sessions.go
 		n.Cluster.Start()
 		if n.dataPlane != nil {
 			n.wg.Add(1)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"gantry/cluster"
+	"gantry/cluster/dataplane"
 )
 
 // opsHandler serves the operations endpoints.
@@ -32,6 +33,11 @@ func (n *Node) opsHandler() http.Handler {
 			mux.HandleFunc("POST "+keptAllPath, n.keptSync.serveKeptAll)
 		}
 		mux.HandleFunc("GET /cluster/trace", n.serveTrace) // wire_dataplane.go
+		if n.sessions != nil {
+			h := n.sessions.Handler() // wire_sessions.go
+			mux.Handle(dataplane.SessionsPath, h)
+			mux.Handle(dataplane.SessionsPath+"/", h)
+		}
 	}
 	mux.Handle("GET /metrics", n.metricsHandler())
 	mux.Handle("/ui/", n.consoleHandler())

@@ -166,7 +166,11 @@ func (n *Node) openCluster() error {
 	}
 	n.openClusterUsers() // wire_cluster_users.go
 	n.openClusterLoT()   // wire_cluster_lot.go
-	return n.openDataPlane()
+	if err := n.openDataPlane(); err != nil {
+		return err
+	}
+	n.openSessions() // wire_sessions.go
+	return nil
 }
 
 // clusterStatus is GET /cluster: the node's view, or why clustering is off.

@@ -274,6 +274,9 @@ func (c *conn) sessionExpiry(cp *packet.Connect) (expiry uint32, capped bool) {
 // accept attaches the session, queues CONNACK and starts the writer.
 func (c *conn) accept(cp *packet.Connect) error {
 	expiry, capped := c.sessionExpiry(cp)
+	if cl := c.srv.claimer; cl != nil {
+		cl.ClaimSession(&c.info, cp.CleanStart, expiry) // the cluster: the session may be on another node (handover.go)
+	}
 	present, err := c.srv.attach(c, cp.ClientID, cp.CleanStart, expiry, c.willSpec(cp))
 	if err != nil {
 		rc := reasonOf(err)

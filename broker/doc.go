@@ -43,6 +43,15 @@
 // locks and are never held while another lock is taken, as is the
 // deferred stack's mutex. No lock is held during network I/O.
 //
+// # Sessions between nodes
+//
+// handover.go is the seam the cluster moves sessions through: a
+// SessionClaimer sees every network CONNECT before its session attaches
+// (it may block: it asks the other nodes), TakeOver closes this node's
+// connection of a client (0x8E), ExportSession removes a session and
+// returns it whole, ImportSession adds one. Without a claimer nothing of
+// it runs.
+//
 // # Publish pipeline
 //
 // An inbound QoS 1/2 publish passes the PublishHooks in order. A hook may

@@ -35,7 +35,8 @@ type Server struct {
 	// (linger.go).
 	lingering chan struct{}
 	hooks     []PublishHook
-	subHook   SubscribeHook // nil: none
+	subHook   SubscribeHook  // nil: none
+	claimer   SessionClaimer // nil: none (handover.go)
 	// publishMayBlock: a hook or the authorizer is not NonBlocking, so a
 	// publish may wait in them (see conn.handle). Set before Serve.
 	publishMayBlock bool

@@ -139,10 +139,72 @@
 // the replay window, with their origin identity, which receivers check
 // against what they delivered (receiver.delivered, replaySet).
 //
-// Still to come: sessions that follow the client, takeover across nodes,
-// cluster-wide session expiry, and the ring topology.
+// # Sessions (sessions.go, sessions_directory.go)
+//
+// A persistent session is the cluster's, held by one node at a time: the
+// node its client last connected to. A CONNECT on any node first claims
+// the client's session from every other member (broker.SessionClaimer,
+// before the session attaches and the CONNACK leaves), over the peer
+// protocol on the operations port (POST /cluster/sessions/..., JSON
+// signed with SharedSecret; a request-response exchange, which the
+// one-way frames of the links are not):
+//
+//  1. takeover: each member closes its connection of that client
+//     (DISCONNECT 0x8E; the will is published at once, or waits for its
+//     delay, as for a takeover on one node) and answers whether it holds
+//     the session, with its subscriptions. With a clean start it discards
+//     the session instead, publishing a pending will (the session ended).
+//  2. The claiming node installs the subscriptions (no retained messages:
+//     they are resumed) and announces them as a SUBSCRIBE does
+//     (SubscriptionsAdded, waiting for the peers' confirmation): from
+//     then on what is published anywhere reaches this node.
+//  3. export: only then does the holder hand the session over whole (in
+//     flight in send order with packet identifiers, queued in order,
+//     inbound QoS 2 identifiers) and delete it (memory, tree, store). The
+//     claiming node puts it ahead of what it queued since step 2, and the
+//     client gets session present = 1, its in-flight messages again
+//     (DUP) and then the queue.
+//
+// Step 2 before step 3 is what keeps a message published during the
+// handover from being lost: at every moment one of the two nodes queues
+// it. The price is that a message published in the short window between
+// the announcement and the export (milliseconds) may be queued by both
+// and arrive twice: telling them apart needs the message's identity in its
+// origin's stream (origin, boot, seq) on the broker's queue entries, which
+// receive.go and the outbox know but do not pass to the broker yet. For
+// the same reason a record a peer sent the old holder late (its link to
+// that holder was down or backlogged through the whole handover) is
+// dropped there and not taken by the new holder if it had passed it over.
+//
+// The directory: every node pushes the list of its persistent sessions
+// (subscriptions, expiry, connected or since when not, and when it took
+// each: its claim time) to every member, at once after a change and whole
+// every 30 s. When no member that answered holds the session but the
+// directory lists it on a member that did not answer (down), the claiming
+// node takes the subscriptions from it (session present = 1); the
+// messages that member queued follow when it returns: the new holder's
+// push lists the session with a newer claim, and the returning node hands
+// its copy over (POST /cluster/sessions/handover; returnSession), behind
+// what the client got meanwhile. What it received again from its peers'
+// backlogs after its restart, for that session, may then arrive twice.
+// The claims are kept in DataDir/sessions-since.json with durability.
+//
+// Expiry runs where the session is: only its holder has it (an export
+// deletes the session), and a directory entry whose expiry passed is
+// ignored; the holder's next push drops it.
+//
+// Still to come: the message identity on queue entries (exact handover
+// under concurrent publishes), redelivery from the partition copies of
+// what a down holder had queued, and the ring topology.
 //
 // # Concurrency
+//
+// The session exchange runs on the connecting client's reader
+// (ClaimSession: it blocks that connection only, at most claimWait per
+// step, 300 ms for a member whose link is down), on the operations
+// server's handlers, and in one goroutine (Sessions.Run, the directory
+// pushes, started by the appliance); Sessions.mu guards its claims and
+// directory and is held for no I/O or broker call.
 //
 // InterceptPublish runs on publishers' goroutines and never blocks: it
 // encodes once and appends to the outbox under its mutex; with a store the

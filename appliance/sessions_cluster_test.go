@@ -1,0 +1,467 @@
+package appliance_test
+
+// Sessions that follow the client, on real processes: takeover across
+// nodes, a persistent session's handover with its queued and in-flight
+// messages, its holder down (and returning, and killed in the middle of
+// a handover), and an expiry that runs once.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"gantry/broker/packet"
+	"gantry/cluster/dataplane"
+)
+
+// ordered records payloads in arrival order.
+type ordered struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (o *ordered) add(_, payload string) {
+	o.mu.Lock()
+	o.got = append(o.got, payload)
+	o.mu.Unlock()
+}
+
+func (o *ordered) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.got)
+}
+
+// hasAll reports the first of want not received.
+func (o *ordered) hasAll(want []string) error {
+	got := o.list()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return fmt.Errorf("missing %q (have %d: %v)", w, len(got), got)
+		}
+	}
+	return nil
+}
+
+func seqPayloads(prefix string, from, to int) []string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("%s-%03d", prefix, i))
+	}
+	return out
+}
+
+func sessionsView(ip string) (dataplane.SessionsStatus, error) {
+	var st dataplane.SessionsStatus
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + ip + ":9100" + dataplane.SessionsPath)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("%s: GET %s: %s", ip, dataplane.SessionsPath, resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// holds reports whether nd holds client's session.
+func holds(t *testing.T, nd *crashNode, client string) bool {
+	t.Helper()
+	st, err := sessionsView(nd.ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range st.Held {
+		if h.Client == client {
+			return true
+		}
+	}
+	return false
+}
+
+// inDirectory waits until nd's directory lists client at holder.
+func inDirectory(t *testing.T, nd *crashNode, holder, client string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() error {
+		st, err := sessionsView(nd.ip)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(st.Directory[holder], client) {
+			return fmt.Errorf("%s's directory: %v, want %s at %s", nd.ip, st.Directory, client, holder)
+		}
+		return nil
+	})
+}
+
+// backlogEmpty waits until from has nothing left for any peer: what it
+// published is queued where it goes.
+func backlogEmpty(t *testing.T, from *crashNode) {
+	t.Helper()
+	eventually(t, 15*time.Second, func() error {
+		dp, err := dataPlaneView(from.ip)
+		if err != nil {
+			return err
+		}
+		for _, p := range dp.Peers {
+			if p.Backlog != 0 {
+				return fmt.Errorf("%s still holds %d for %s", from.ip, p.Backlog, p.Name)
+			}
+		}
+		return nil
+	})
+}
+
+// willClient connects an MQTT 5 client with a will on willTopic (delay
+// seconds) and session expiry; disc receives the reason of a DISCONNECT
+// from the server.
+func willClient(t *testing.T, addr, id string, clean bool, expiry, delay uint32, willTopic string, disc chan<- byte) *paho.Client {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, OnServerDisconnect: func(d *paho.Disconnect) { disc <- d.ReasonCode }})
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	cp := &paho.Connect{ClientID: id, CleanStart: clean, KeepAlive: 30,
+		WillMessage: &paho.WillMessage{Topic: willTopic, Payload: []byte("gone:" + id), QoS: 1}}
+	if expiry > 0 {
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+	}
+	if delay > 0 {
+		cp.WillProperties = &paho.WillProperties{WillDelayInterval: &delay}
+	}
+	if _, err := c.Connect(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestSessionTakeoverAcrossNodes: a client id connected on a that
+// connects on b ends with b's connection only: a's gets DISCONNECT 0x8E,
+// and its will is published as MQTT 5 says: at once without a delay; not
+// at all when the client resumes its session (clean start 0) before the
+// delay passed; at once when it starts clean (the session ends).
+func TestSessionTakeoverAcrossNodes(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var wills collector
+	defer closeV5(subscribeV5(t, c.addr(), "will-watch", 0, "will/#", 1, &wills))
+	interestKnown(t, a, "broker-c")
+	interestKnown(t, b, "broker-c")
+	for _, tc := range []struct {
+		name          string
+		expiry, delay uint32
+		clean         bool // the second connection's clean start
+		will          bool // published
+	}{
+		{"no delay", 0, 0, true, true},
+		{"resumed within the delay", 3600, 60, false, false},
+		{"clean start ends the session", 3600, 60, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "tk-" + strings.ReplaceAll(tc.name, " ", "-")
+			topic := "will/" + id
+			discA := make(chan byte, 1)
+			onA := willClient(t, a.addr(), id, true, tc.expiry, tc.delay, topic, discA)
+			discB := make(chan byte, 1)
+			onB := willClient(t, b.addr(), id, tc.clean, tc.expiry, 0, topic+"-b", discB)
+			select {
+			case rc := <-discA:
+				if rc != byte(packet.SessionTakenOver) {
+					t.Fatalf("a's connection got DISCONNECT %#x, want 0x8E", rc)
+				}
+			case <-time.After(crashWait):
+				t.Fatal("a's connection got no DISCONNECT")
+			}
+			select {
+			case <-onA.Done():
+			case <-time.After(crashWait):
+				t.Fatal("a's connection stays open")
+			}
+			if tc.will {
+				eventually(t, 10*time.Second, func() error { return wills.has("gone:" + id) })
+			}
+			// b's connection works, and is the only one: a publish through
+			// it arrives, and no will of a's came meanwhile unless due.
+			ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+			defer cancel()
+			if _, err := onB.Publish(ctx, &paho.Publish{Topic: "will/marker-" + id, Payload: []byte("marker:" + id), QoS: 1}); err != nil {
+				t.Fatalf("publish on b's connection: %v", err)
+			}
+			eventually(t, 10*time.Second, func() error { return wills.has("marker:" + id) })
+			if n := wills.count("gone:" + id); (n == 1) != tc.will || n > 1 {
+				t.Fatalf("a's will published %d times, want %v", n, tc.will)
+			}
+			select {
+			case rc := <-discB:
+				t.Fatalf("b's connection was closed too (%#x)", rc)
+			default:
+			}
+			if holds(t, a, id) {
+				t.Fatalf("a still holds %s's session", id)
+			}
+			closeV5(onB)
+		})
+	}
+}
+
+// rawSession connects clientID as a raw MQTT 5 client with clean start 0,
+// an hour's session expiry and Receive Maximum recvMax.
+func rawSession(t *testing.T, addr, clientID string, recvMax uint16) *rawV5 {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	r := &rawV5{t: t, nc: nc, br: bufio.NewReader(nc), v: packet.V5}
+	cp := packet.Connect{ProtocolName: "MQTT", Version: packet.V5, KeepAlive: 60, ClientID: clientID}
+	cp.Props.SessionExpiry = 3600
+	cp.Props.Set(packet.PropSessionExpiry)
+	cp.Props.ReceiveMaximum = recvMax
+	cp.Props.Set(packet.PropReceiveMaximum)
+	r.write(cp.Append(nil))
+	if ack := r.read().(*packet.Connack); ack.ReasonCode.IsError() || !ack.SessionPresent {
+		t.Fatalf("CONNACK %v, session present %v", ack.ReasonCode, ack.SessionPresent)
+	}
+	return r
+}
+
+// TestSessionHandoverBothNodesUp: a persistent session offline on a, with
+// QoS 1 messages in flight (sent, not acknowledged) and queued, resumes on
+// b: session present, every message in order (the in-flight ones first,
+// sent again), none twice; a no longer holds it, and what is published
+// afterwards reaches the client on b once.
+func TestSessionHandoverBothNodesUp(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "mover"
+	closeV5(subscribeV5(t, a.addr(), id, 3600, "line/#", 1, &collector{}))
+	interestKnown(t, c, "broker-a")
+	sent := seqPayloads("m", 0, 10)
+	for _, p := range sent {
+		publishV5(t, c.addr(), "line/1", p, 1)
+	}
+	backlogEmpty(t, c)
+	// Three of them go out on a connection that never acknowledges them.
+	raw := rawSession(t, a.addr(), id, 3)
+	for i := range 3 {
+		pub, ok := raw.read().(*packet.Publish)
+		if !ok || string(pub.Payload) != sent[i] {
+			t.Fatalf("in flight %d: %+v, want %s", i, pub, sent[i])
+		}
+	}
+	raw.nc.Close()
+	eventually(t, 10*time.Second, func() error {
+		st, err := sessionsView(a.ip)
+		if err != nil {
+			return err
+		}
+		for _, h := range st.Held {
+			if h.Client == id && !h.Connected {
+				return nil
+			}
+		}
+		return fmt.Errorf("a does not hold %s offline: %+v", id, st.Held)
+	})
+	more := seqPayloads("m", 10, 20)
+	for _, p := range more {
+		publishV5(t, c.addr(), "line/2", p, 1)
+	}
+	backlogEmpty(t, c)
+	var got ordered
+	cl, present, err := crashV5(b.addr(), id, false, 3600, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	if !present {
+		t.Fatal("session present = 0 on b")
+	}
+	want := append(slices.Clone(sent), more...)
+	eventually(t, 15*time.Second, func() error { return got.hasAll(want) })
+	if g := got.list(); !slices.Equal(g, want) {
+		t.Fatalf("on b, got %v\nwant %v (in order, once each)", g, want)
+	}
+	if holds(t, a, id) {
+		t.Fatal("a still holds the session")
+	}
+	if !holds(t, b, id) {
+		t.Fatal("b does not hold the session")
+	}
+	publishV5(t, a.addr(), "line/3", "after", 1)
+	eventually(t, 10*time.Second, func() error { return got.hasAll([]string{"after"}) })
+	backlogEmpty(t, a)
+	if g := got.list(); len(g) != len(want)+1 {
+		t.Fatalf("on b, got %v, want %d messages", g, len(want)+1)
+	}
+}
+
+// publishUntil publishes one QoS 1 message on addr, again until it is
+// acknowledged (a refusal while a killed node's partitions move).
+func publishUntil(t *testing.T, addr, topic, payload string) {
+	t.Helper()
+	var last error
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		cl, _, err := crashV5(addr, fmt.Sprintf("pub-%d", time.Now().UnixNano()), true, 0, nil)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+			_, err = cl.Publish(ctx, &paho.Publish{Topic: topic, Payload: []byte(payload), QoS: 1})
+			cancel()
+			closeV5(cl)
+			if err == nil {
+				return
+			}
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("publish %s on %s: %v", payload, addr, last)
+}
+
+// offlineOnA leaves client's persistent session offline on a, subscribed
+// to line/#, with the messages queued there (published on c), known to
+// the directories of b and c.
+func offlineOnA(t *testing.T, a, b, c *crashNode, client string, queued []string) {
+	t.Helper()
+	closeV5(subscribeV5(t, a.addr(), client, 3600, "line/#", 1, &collector{}))
+	interestKnown(t, c, "broker-a")
+	for _, p := range queued {
+		publishV5(t, c.addr(), "line/1", p, 1)
+	}
+	backlogEmpty(t, c)
+	inDirectory(t, b, "broker-a", client)
+	inDirectory(t, c, "broker-a", client)
+}
+
+// TestSessionHolderDownThenReturns: the node holding an offline
+// persistent session is killed; the client reconnects to another node and
+// gets its subscriptions there (session present, and what is published
+// now reaches it); when the holder returns it hands over what it had
+// queued. Nothing is lost (what the returning node received again from
+// its peers' backlogs may arrive twice).
+func TestSessionHolderDownThenReturns(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "survivor"
+	queued := seqPayloads("q", 0, 10)
+	offlineOnA(t, a, b, c, id, queued)
+	a.kill()
+	var got ordered
+	cl, present, err := crashV5(b.addr(), id, false, 3600, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	if !present {
+		t.Fatal("session present = 0 on b while its holder is down")
+	}
+	fresh := seqPayloads("n", 0, 5)
+	for _, p := range fresh {
+		publishUntil(t, c.addr(), "line/2", p)
+	}
+	eventually(t, 20*time.Second, func() error { return got.hasAll(fresh) })
+	a.start()
+	eventually(t, 30*time.Second, func() error { return got.hasAll(queued) })
+	eventually(t, 10*time.Second, func() error {
+		if holds(t, a, id) {
+			return fmt.Errorf("a still holds %s after it returned", id)
+		}
+		return nil
+	})
+	st, err := sessionsView(a.ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Returned != 1 {
+		t.Fatalf("a returned %d sessions, want 1: %+v", st.Returned, st)
+	}
+}
+
+// TestSessionHolderKilledDuringHandover: kill -9 of the holder while the
+// client reconnects to another node, at whatever step of the handover it
+// lands: the client gets its session there, and once the holder returns,
+// every message it had queued.
+func TestSessionHolderKilledDuringHandover(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "interrupted"
+	queued := seqPayloads("k", 0, 200)
+	offlineOnA(t, a, b, c, id, queued)
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		a.cmd.Process.Kill()
+	}()
+	var got ordered
+	cl, present, err := crashV5(b.addr(), id, false, 3600, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	if !present {
+		t.Fatal("session present = 0 on b")
+	}
+	<-killed
+	a.kill() // reaps it
+	a.start()
+	eventually(t, 30*time.Second, func() error { return got.hasAll(queued) })
+	eventually(t, 10*time.Second, func() error {
+		if holds(t, a, id) {
+			return fmt.Errorf("a still holds %s after it returned", id)
+		}
+		return nil
+	})
+}
+
+// TestSessionExpiryOnceClusterWide: a session that moved from a to b
+// expires on b, its holder, and no node keeps a copy: a reconnect on c
+// after the expiry finds no session.
+func TestSessionExpiryOnceClusterWide(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "short-lived"
+	closeV5(subscribeV5(t, a.addr(), id, 4, "line/#", 1, &collector{}))
+	cl, present, err := crashV5(b.addr(), id, false, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !present {
+		t.Fatal("session present = 0 on b")
+	}
+	closeV5(cl)
+	if holds(t, a, id) || !holds(t, b, id) {
+		t.Fatal("the session is not on b alone")
+	}
+	inDirectory(t, c, "broker-b", id)
+	eventually(t, 15*time.Second, func() error {
+		for _, nd := range nodes {
+			if holds(t, nd, id) {
+				return fmt.Errorf("%s holds %s", nd.ip, id)
+			}
+		}
+		return nil
+	})
+	cl, present, err = crashV5(c.addr(), id, false, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeV5(cl)
+	if present {
+		t.Fatal("session present = 1 on c after the session expired")
+	}
+}

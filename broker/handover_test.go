@@ -1,0 +1,118 @@
+package broker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"gantry/broker"
+	"gantry/broker/packet"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// mover is a SessionClaimer that takes every session from another server
+// as the cluster does: takeover, subscriptions, then the whole session.
+type mover struct{ from, to *broker.Server }
+
+func (m *mover) ClaimSession(info *broker.ConnInfo, clean bool, _ uint32) {
+	sub, held := m.from.TakeOver(info.ClientID)
+	if !held {
+		return
+	}
+	if clean {
+		m.from.ExportSession(info.ClientID, true)
+		return
+	}
+	m.to.ImportSession(&broker.SessionState{ClientID: info.ClientID, Expiry: sub.Expiry, Subscriptions: sub.Subscriptions})
+	if st, ok := m.from.ExportSession(info.ClientID, false); ok {
+		m.to.ImportSession(st)
+	}
+}
+
+// A session moves between two servers with its subscriptions, its
+// in-flight messages (sent again first, with DUP and their identifiers)
+// and its queue, in order, once each; the first server keeps nothing,
+// and a connection there is taken over with 0x8E.
+func TestSessionHandover(t *testing.T) {
+	t.Parallel()
+	a := startServer(t, broker.Options{})
+	m := &mover{from: a.Server}
+	b := startServer(t, broker.Options{}, func(s *broker.Server) { s.SetSessionClaimer(m) })
+	m.to = b.Server
+	expiry := uint32(3600)
+	props := &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+	onA := connectV5(t, a.addr, &paho.Connect{ClientID: "x", KeepAlive: 30, Properties: props})
+	onA.sub(t, "t/#", 1)
+	onA.close()
+	for i := range 5 {
+		a.PublishMessage(&broker.Message{Topic: "t/1", Payload: fmt.Appendf(nil, "m%d", i), QoS: 1})
+	}
+	cp := packet.Connect{Version: packet.V5, ClientID: "x"}
+	cp.Props.SessionExpiry, cp.Props.ReceiveMaximum = 3600, 2
+	cp.Props.Set(packet.PropSessionExpiry)
+	cp.Props.Set(packet.PropReceiveMaximum)
+	raw, _ := connectRaw(t, a.addr, cp)
+	for i := range 2 {
+		if p := expectPacket[*packet.Publish](raw); string(p.Payload) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("in flight %d: %q", i, p.Payload)
+		}
+	}
+	raw.nc.Close()
+	eventually(t, waitTimeout, func() error {
+		if ss := a.PersistentSessions(); len(ss) != 1 || ss[0].Connected {
+			return fmt.Errorf("a's sessions: %+v", ss)
+		}
+		return nil
+	})
+	onB := connectV5(t, b.addr, &paho.Connect{ClientID: "x", KeepAlive: 30, Properties: props})
+	if !onB.connack.SessionPresent {
+		t.Fatal("session present = 0 on b")
+	}
+	for i := range 5 {
+		p := recv(t, onB.msgs, "a moved message")
+		if string(p.Payload) != fmt.Sprintf("m%d", i) {
+			t.Fatalf("message %d on b: %q", i, p.Payload)
+		}
+	}
+	noRecv(t, onB.msgs, "a message twice")
+	if ss := a.PersistentSessions(); len(ss) != 0 {
+		t.Fatalf("a keeps %+v", ss)
+	}
+	b.PublishMessage(&broker.Message{Topic: "t/2", Payload: []byte("after"), QoS: 1})
+	if p := recv(t, onB.msgs, "a message after the move"); string(p.Payload) != "after" {
+		t.Fatalf("got %q", p.Payload)
+	}
+	onB.close()
+	if ss := b.PersistentSessions(); len(ss) != 1 || len(ss[0].Subscriptions) != 1 {
+		t.Fatalf("b's sessions: %+v", ss)
+	}
+}
+
+// TakeOver closes the client's connection with DISCONNECT 0x8E and
+// reports the session while it lasts.
+func TestTakeOverClosesConnection(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, broker.Options{})
+	expiry := uint32(60)
+	c := connectV5(t, s.addr, &paho.Connect{ClientID: "y", KeepAlive: 30, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
+	c.sub(t, "a/b", 1)
+	st, held := s.TakeOver("y")
+	if !held || len(st.Subscriptions) != 1 || st.Subscriptions[0].Filter != "a/b" || st.Expiry != 60 {
+		t.Fatalf("TakeOver: %+v %v", st, held)
+	}
+	select {
+	case d := <-c.disc:
+		if d.ReasonCode != byte(packet.SessionTakenOver) {
+			t.Fatalf("DISCONNECT %#x", d.ReasonCode)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("no DISCONNECT")
+	}
+	if _, held := s.ExportSession("y", false); !held {
+		t.Fatal("no session to export")
+	}
+	if _, held := s.TakeOver("y"); held {
+		t.Fatal("exported, yet held")
+	}
+}
