@@ -1,14 +1,15 @@
 // Package store is Gantry's durable state on one node: persistent
 // sessions, their queued and in-flight QoS 1/2 messages, inbound QoS 2
 // packet ids and retained messages, kept in one bbolt file,
-// DataDir/gantry.db. It implements broker.Persister; the broker decides
-// what is durable and when, the store only writes and reads it.
+// DataDir/gantry.db, and a write-ahead log beside it, DataDir/gantry.db.wal/.
+// It implements broker.Persister; the broker decides what is durable and
+// when, the store only writes and reads it.
 //
-// # On-disk layout (schema version 1)
+// # On-disk layout (schema version 2)
 //
 // One bucket per record kind:
 //
-//	meta      "schema"    → big-endian uint64 schema version (1), written at creation
+//	meta      "schema"    → big-endian uint64 schema version (2), written at creation
 //	          "lastAlive" → big-endian uint64 Unix ns of the last commit or idle stamp
 //	sessions  client id                           → session record
 //	entries   client id, 0x00, big-endian u64 seq → entry record
@@ -17,8 +18,12 @@
 //
 // MQTT client ids never contain U+0000, so the client id and 0x00 are an
 // unambiguous prefix: a prefix scan lists one session's queue in seq
-// order, and the keys of client "a" never match those of "ab". Open
-// refuses a file whose schema version is not 1, naming both versions.
+// order, and the keys of client "a" never match those of "ab". Version 2
+// has the buckets of version 1; it says that the log beside the file must
+// be replayed. Open migrates a version 1 file (the release before the log)
+// by rewriting the number, so that a release that ignores the log refuses
+// the file instead of missing what the log holds, and refuses any other
+// version, naming both.
 //
 // Records are a compact binary format, not JSON or gob. Every record starts
 // with a format-version byte (1); lengths and counts are uvarints, signed
@@ -48,29 +53,62 @@
 // every allocation by the input's length, and return ErrCorrupt for bad
 // bytes, trailing bytes or an unknown format version.
 //
+// # Write-ahead log
+//
+// The log is a directory of segment files named by a zero-padded
+// 20-digit decimal number and ".log", in the order written. A segment is
+// an 8-byte header ("GWAL", big-endian uint32 version 1), then frames,
+// one per group commit:
+//
+//	frame     little-endian u32 body length, u32 CRC-32C (Castagnoli) of the body, body
+//	body      big-endian u64 Unix ns (the commit's time), n uvarint, n × op
+//	op        kind byte (broker.PersistKind), key (uvarint length, bytes), then
+//	          for PersistSession, PersistEntry, PersistRetained, PersistInboundQoS2:
+//	          the record (uvarint length, bytes); for PersistEntryState: the state
+//	          byte and the big-endian u16 packet id; nothing for the deletes
+//
+// Keys and records are those of the buckets. The checkpointer applies the
+// logged frames to bbolt in one transaction per checkpoint (every
+// Options.CheckpointBytes of log, or CheckpointInterval after the first
+// frame since the last, whichever comes first) and then deletes the
+// segments it made redundant, oldest first. Open replays every segment
+// left, oldest first, into bbolt and deletes them. Replaying a segment a
+// checkpoint had applied already changes nothing: every op writes or
+// deletes whole keys or sets an entry's state and packet id to fixed
+// values, so applying a run of the log again, up to its end, ends in the
+// same state; deleting oldest first keeps what is left such a run. A frame
+// cut short or failing its checksum ends the last segment (a write a crash
+// interrupted, never acknowledged); anywhere else Open refuses the store
+// (ErrUnreadable) rather than drop what follows it.
+//
 // # What is durable
 //
 // A Persist call's operations are durable when its done is called with
-// nil: the transaction that holds them is committed and fsynced. Load
+// nil: the log frame that holds them is written and fdatasynced. Load
 // returns exactly the committed state: sessions (with their entries in
 // seq order and inbound QoS 2 ids), retained messages, and LastAlive, the
-// last meta.lastAlive stamp before this Open. The writer stamps it with
-// every commit, every Options.AliveInterval when idle, and on Close, so
-// after a crash it is at most AliveInterval old.
+// last sign of life before this Open: the newer of meta.lastAlive and the
+// time of the last frame replayed. Every frame carries its time, every
+// checkpoint stamps meta.lastAlive, and the writer stamps it every
+// Options.AliveInterval when idle and on Close, so after a crash it is at
+// most AliveInterval old.
 //
 // # Group commit
 //
 // Persist encodes its operations on the caller's goroutine, appends them
 // and done to an in-memory queue under Store.mu, and wakes the writer; it
 // never waits for I/O. The single writer goroutine takes everything
-// queued, applies it in submission order in ONE bbolt Update transaction
-// (one fsync for any number of Persist calls), then hands the done
+// queued and writes it, in submission order, as ONE log frame with one
+// fdatasync for any number of Persist calls, then hands the done
 // callbacks to the notifier goroutine, which calls them in submission
-// order with nil or with the transaction's error. While the writer
-// commits, new calls queue up for the next transaction, so the batch grows
-// with the load. When more than Options.MaxPendingOps operations are
-// queued, Persist blocks until the writer takes the queue
-// (backpressure).
+// order with nil or with the write's error. While the writer writes, new
+// calls queue up for the next frame, so the batch grows with the load.
+// The bbolt transactions, with their page writes and two fsyncs each, run
+// on the checkpointer goroutine, off the acknowledgement path, once per
+// many frames. When more than Options.MaxPendingOps operations are
+// queued, Persist blocks until the writer takes the queue; when more than
+// 8 × CheckpointBytes of log wait for their checkpoint, the writer waits
+// for it (backpressure).
 //
 // Operations: PersistSession, PersistEntry, PersistInboundQoS2 and
 // PersistRetained put a record (keyed by ClientID, or Session.ClientID
@@ -86,9 +124,14 @@
 //
 // # Faults
 //
-// A failed transaction (disk full, I/O error) is rolled back by bbolt; the
-// done of every call in it gets an error wrapping ErrWriteFailed and the
-// cause ("store: write failed: ..."), and the next batch is tried afresh.
+// A failed log write (disk full, I/O error) is cut off the segment again;
+// the done of every call in it gets an error wrapping ErrWriteFailed and
+// the cause ("store: write failed: ..."), and the next batch is tried
+// afresh. A failed checkpoint is rolled back by bbolt and keeps its
+// operations in the log (they are durable there) for the next checkpoint;
+// when the log reaches its bound and the checkpoint that should make room
+// fails, the next frames fail with that cause until one succeeds. Open
+// fails, keeping the log, when a replay cannot be applied.
 // The broker's in-memory state then holds changes the disk lacks; it
 // should refuse the publish (reason code 0x80) and may persist the
 // affected session again.
@@ -122,15 +165,18 @@
 //     backpressure delays later callbacks, never the writer). It must not
 //     call Close, and should be short: callbacks run one after another.
 //   - Close stops accepting calls (later ones get done(ErrClosed) on a
-//     goroutine of their own), waits until the writer has committed
-//     everything queued and the notifier has called every done, stamps
-//     lastAlive, and closes the file. Close is idempotent.
+//     goroutine of their own), waits until the writer has logged
+//     everything queued and the notifier has called every done, applies
+//     the log in a last checkpoint and deletes it, stamps lastAlive, and
+//     closes the file. Close is idempotent.
 //   - Stats and Usage may be called at any time from any goroutine.
 //
-// Goroutines: one writer (runWriter) and one notifier (runNotifier),
-// started by Open and ended by Close. Locks: Store.mu guards the queue;
-// Store.dbMu is held for each transaction and by Compact, which replaces
-// the *bolt.DB; Store.notifyMu guards the notices; counters.mu guards the
-// statistics. No two of them are ever held at once, and none is held
-// while a done callback runs.
+// Goroutines: one writer (runWriter), one notifier (runNotifier) and one
+// checkpointer (runCheckpointer), started by Open and ended by Close. The
+// writer alone owns the log (Store.lg) and hands the checkpointer one
+// checkpoint at a time over ckptReq; the outcome comes back on ckptDone.
+// Locks: Store.mu guards the queue; Store.dbMu is held for each
+// transaction and by Compact, which replaces the *bolt.DB; Store.notifyMu
+// guards the notices; counters.mu guards the statistics. No two of them
+// are ever held at once, and none is held while a done callback runs.
 package store

@@ -25,7 +25,14 @@ const (
 
 // SchemaVersion is the layout of buckets and keys this package reads and
 // writes. It is written when the file is created and checked by Open.
-const SchemaVersion = 1
+// Version 2 has the buckets of version 1 and a write-ahead log beside the
+// file (gantry.db.wal/) that Open replays; Open migrates a version 1 file
+// by rewriting the number, so that a release that ignores the log cannot
+// open it.
+const SchemaVersion = 2
+
+// schemaVersionNoLog is the version before the write-ahead log.
+const schemaVersionNoLog = 1
 
 // maxKeySize is bbolt's key limit; longer client ids or topics are refused
 // per Persist call rather than failing a whole group commit.

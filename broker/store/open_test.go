@@ -128,12 +128,12 @@ func TestOpenLocked(t *testing.T) {
 func TestOpenSchemaVersion(t *testing.T) {
 	path := dbPath(t)
 	validStoreBytes(t, path)
-	setMeta(t, path, "schema", 2)
+	setMeta(t, path, "schema", 3)
 	_, err := store.Open(path, store.Options{})
 	if !errors.Is(err, store.ErrSchemaVersion) {
 		t.Fatalf("Open: %v, want ErrSchemaVersion", err)
 	}
-	for _, want := range []string{path, "schema version 2", "reads version 1"} {
+	for _, want := range []string{path, "schema version 3", "reads version 2"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("Open: %q, want it to contain %q", err, want)
 		}

@@ -23,13 +23,17 @@ func LatencyBounds() []time.Duration { return append([]time.Duration(nil), laten
 
 // Stats are the store's counters since Open, for metrics.
 type Stats struct {
-	Commits      uint64 // write transactions that carried operations
-	Ops          uint64 // operations committed
-	Bytes        uint64 // bytes of keys and values written by committed operations
-	FailedWrites uint64 // write transactions that failed (their operations count in FailedOps)
-	FailedOps    uint64 // operations whose done got an error (failed write or invalid op)
-	AliveStamps  uint64 // idle transactions that only stamped meta.lastAlive
-	Pending      int    // operations queued now
+	Commits           uint64 // write transactions that carried operations
+	Ops               uint64 // operations committed
+	Bytes             uint64 // bytes of keys and values written by committed operations
+	FailedWrites      uint64 // write transactions that failed (their operations count in FailedOps)
+	FailedOps         uint64 // operations whose done got an error (failed write or invalid op)
+	AliveStamps       uint64 // idle transactions that only stamped meta.lastAlive
+	Checkpoints       uint64 // checkpoints that applied the log to the store file
+	CheckpointOps     uint64 // operations they applied
+	FailedCheckpoints uint64 // checkpoints that failed (retried with the next)
+	LogBytes          int64  // bytes of the write-ahead log not yet checkpointed
+	Pending           int    // operations queued now
 
 	LastCommitLatency time.Duration // duration of the last write transaction, fsync included
 	// LatencyCounts counts write transactions per bucket of LatencyBounds
@@ -99,6 +103,24 @@ func (c *counters) commit(ops, n int, took time.Duration, err error) {
 	c.s.Commits++
 	c.s.Ops += uint64(ops)
 	c.s.Bytes += uint64(n)
+}
+
+// checkpoint records one checkpoint of ops operations.
+func (c *counters) checkpoint(ops int, _ time.Duration, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.s.FailedCheckpoints++
+		return
+	}
+	c.s.Checkpoints++
+	c.s.CheckpointOps += uint64(ops)
+}
+
+func (c *counters) setLogBytes(n int64) {
+	c.mu.Lock()
+	c.s.LogBytes = n
+	c.mu.Unlock()
 }
 
 func (c *counters) invalid(ops int) {

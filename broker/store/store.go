@@ -50,6 +50,13 @@ type Options struct {
 	// LockTimeout bounds the wait for the file lock in Open; a file still
 	// locked after it is reported as in use by another process.
 	LockTimeout time.Duration
+	// CheckpointBytes is how much of the write-ahead log collects before
+	// the checkpointer applies it to the store file; at eight times it
+	// the writer waits for the checkpoint (backpressure).
+	CheckpointBytes int
+	// CheckpointInterval bounds how long a logged operation waits for
+	// its checkpoint when less than CheckpointBytes collect.
+	CheckpointInterval time.Duration
 	// Logger receives the store's logs; nil discards them.
 	Logger *slog.Logger
 
@@ -61,9 +68,11 @@ type Options struct {
 // DefaultOptions returns the production defaults.
 func DefaultOptions() Options {
 	return Options{
-		MaxPendingOps: 65536,
-		AliveInterval: 5 * time.Second,
-		LockTimeout:   2 * time.Second,
+		MaxPendingOps:      65536,
+		AliveInterval:      5 * time.Second,
+		LockTimeout:        2 * time.Second,
+		CheckpointBytes:    4 << 20,
+		CheckpointInterval: time.Second,
 	}
 }
 
@@ -76,6 +85,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("store: Options.AliveInterval = %v, want >= 0 (0 = default)", o.AliveInterval)
 	case o.LockTimeout < 0:
 		return fmt.Errorf("store: Options.LockTimeout = %v, want >= 0 (0 = default)", o.LockTimeout)
+	case o.CheckpointBytes < 0:
+		return fmt.Errorf("store: Options.CheckpointBytes = %d, want >= 0 (0 = default)", o.CheckpointBytes)
+	case o.CheckpointInterval < 0:
+		return fmt.Errorf("store: Options.CheckpointInterval = %v, want >= 0 (0 = default)", o.CheckpointInterval)
 	}
 	return nil
 }
@@ -91,6 +104,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LockTimeout == 0 {
 		o.LockTimeout = d.LockTimeout
+	}
+	if o.CheckpointBytes == 0 {
+		o.CheckpointBytes = d.CheckpointBytes
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = d.CheckpointInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -117,7 +136,12 @@ type Store struct {
 	closed bool
 	space  *sync.Cond // broadcast when the writer takes the queue, and on Close
 
-	spare []queuedOp // writer-owned: the previous batch's slice, reused
+	lg       logState     // writer-owned: the write-ahead log and what is not yet checkpointed
+	spareOps [][]queuedOp // writer-owned: op slices of applied batches, for reuse
+
+	ckptReq          chan *checkpoint // capacity 1: the writer hands a checkpoint to the checkpointer; closed when the writer exits
+	ckptDone         chan error       // capacity 1: the checkpointer's outcome
+	checkpointerDone chan struct{}    // closed when the checkpointer has exited
 
 	wake       chan struct{} // capacity 1: work is queued
 	quit       chan struct{} // closed by Close
@@ -158,6 +182,10 @@ func Open(path string, opts Options) (*Store, error) {
 		notifyWake:   make(chan struct{}, 1),
 		notifyQuit:   make(chan struct{}),
 		notifierDone: make(chan struct{}),
+
+		ckptReq:          make(chan *checkpoint, 1),
+		ckptDone:         make(chan error, 1),
+		checkpointerDone: make(chan struct{}),
 	}
 	s.space = sync.NewCond(&s.mu)
 	s.stats.init()
@@ -170,8 +198,20 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	next, err := s.replayLog()
+	if err == nil {
+		s.lg.w.dir = walDir(path)
+		err = s.lg.w.create(next)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s.lg.timer = time.NewTimer(time.Hour)
+	s.lg.timer.Stop()
 	go s.runWriter()
 	go s.runNotifier()
+	go s.runCheckpointer()
 	s.log.Info("store opened", "path", path, "last_alive", s.lastAlive)
 	return s, nil
 }
@@ -222,7 +262,14 @@ func (s *Store) initMeta() error {
 		if !ok {
 			return unreadable(s.path, errors.New("meta bucket without a schema version"))
 		}
-		if v != SchemaVersion {
+		if v == schemaVersionNoLog {
+			// Same buckets, no log: from now on a release that does not
+			// replay the log must not open it.
+			if err := putUint64(meta, schemaKey, SchemaVersion); err != nil {
+				return err
+			}
+			s.log.Info("store: schema migrated", "path", s.path, "from", v, "to", SchemaVersion)
+		} else if v != SchemaVersion {
 			return &multiError{
 				msg: fmt.Sprintf("store: %s has schema version %d, this gantry reads version %d: "+
 					"run the gantry release that wrote it, or move the file away to start empty", s.path, v, SchemaVersion),
@@ -303,6 +350,7 @@ func (s *Store) Close() error {
 		close(s.quit)
 		<-s.writerDone
 		<-s.notifierDone
+		<-s.checkpointerDone
 		s.dbMu.Lock()
 		defer s.dbMu.Unlock()
 		if s.db != nil {

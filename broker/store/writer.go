@@ -68,88 +68,66 @@ func (s *Store) Persist(ops []broker.PersistOp, done func(error)) {
 	}
 }
 
-// runWriter is the single writer goroutine: it commits whatever is
-// queued in one transaction, and stamps meta.lastAlive when nothing was
-// committed for AliveInterval.
+// runWriter is the single writer goroutine: it logs whatever is queued
+// as one frame of the write-ahead log, hands logged batches to the
+// checkpointer, and stamps meta.lastAlive when nothing was committed for
+// AliveInterval.
 func (s *Store) runWriter() {
 	defer close(s.writerDone)
 	defer close(s.notifyQuit)
+	defer close(s.ckptReq)
 	alive := time.NewTimer(s.opts.AliveInterval)
 	defer alive.Stop()
+	defer s.lg.timer.Stop()
 	for {
 		select {
 		case <-s.wake:
-			if _, stamped := s.flush(); stamped {
+			if s.flush() {
 				alive.Reset(s.opts.AliveInterval)
 			}
+		case err := <-s.ckptDone:
+			s.checkpointDone(err)
+		case <-s.lg.timer.C:
+			s.lg.timerOn = false
+			s.startCheckpoint(true)
 		case <-alive.C:
-			s.stampAlive()
+			if s.lg.flight == nil { // else the checkpoint stamps it
+				s.stampAlive()
+			}
 			alive.Reset(s.opts.AliveInterval)
 		case <-s.quit:
-			for took, _ := s.flush(); took; took, _ = s.flush() {
+			for s.flush() {
 			}
+			s.finalCheckpoint()
 			s.stampAlive()
 			return
 		}
 	}
 }
 
-// flush commits everything queued and hands the done callbacks to the
-// notifier. took reports whether anything was queued, stamped whether a
-// transaction committed (and so stamped meta.lastAlive).
-func (s *Store) flush() (took, stamped bool) {
+// flush logs everything queued and hands the done callbacks to the
+// notifier. It reports whether anything was queued.
+func (s *Store) flush() bool {
 	next := s.takeSpareCalls()
 	s.mu.Lock()
 	ops, calls := s.ops, s.calls
-	s.ops, s.calls = s.spare[:0], next
+	s.ops, s.calls = s.takeSpareOps(), next
 	s.space.Broadcast()
 	s.mu.Unlock()
 	if len(calls) == 0 {
-		s.spare = ops
+		s.giveSpareOps(ops)
 		s.giveSpareCalls(calls)
-		return false, false
+		return false
 	}
 	var err error
 	if len(ops) > 0 {
-		err = s.commit(ops)
-		stamped = err == nil
+		err = s.logBatch(ops)
 	}
-	clear(ops) // drop references to the encoded records
-	s.spare = ops
+	if err != nil || len(ops) == 0 {
+		s.giveSpareOps(ops) // not logged: nothing keeps it
+	}
 	s.notify(calls, err)
-	return true, stamped
-}
-
-// commit applies ops in one write transaction (one fsync).
-func (s *Store) commit(ops []queuedOp) error {
-	start := time.Now()
-	var written int
-	err := s.update(func(tx *bolt.Tx) error {
-		n, skipped, err := applyOps(tx, ops)
-		if err != nil {
-			return err
-		}
-		if skipped > 0 {
-			s.log.Warn("store: entry state not updated: the stored entry is not a record this build reads",
-				"path", s.path, "entries", skipped)
-		}
-		written = n
-		if f := s.writeFault.Load(); f != nil {
-			if err := (*f)(); err != nil {
-				return err
-			}
-		}
-		return putUint64(tx.Bucket([]byte(bucketMeta)), lastAliveKey, uint64(time.Now().UnixNano()))
-	})
-	s.stats.commit(len(ops), written, time.Since(start), err)
-	if err == nil {
-		return nil
-	}
-	s.log.Error("store: write failed", "path", s.path, "ops", len(ops), "err", err)
-	if errors.Is(err, ErrClosed) {
-		return err
-	}
-	return &multiError{msg: "store: write failed: " + err.Error(), errs: []error{ErrWriteFailed, err}}
+	return true
 }
 
 // stampAlive records that the node is alive in a transaction of its own.
@@ -303,6 +281,31 @@ func (s *Store) deliver() {
 			s.giveSpareCalls(n.calls)
 		}
 	}
+}
+
+// maxSpareOps is how many op slices the writer keeps for reuse.
+const maxSpareOps = 4
+
+// takeSpareOps returns an empty op slice for the next batch, or nil.
+// Writer only.
+func (s *Store) takeSpareOps() []queuedOp {
+	n := len(s.spareOps)
+	if n == 0 {
+		return nil
+	}
+	q := s.spareOps[n-1]
+	s.spareOps = s.spareOps[:n-1]
+	return q
+}
+
+// giveSpareOps keeps ops, which nothing refers to any more, for reuse.
+// Writer only.
+func (s *Store) giveSpareOps(ops []queuedOp) {
+	if cap(ops) == 0 || len(s.spareOps) >= maxSpareOps {
+		return
+	}
+	clear(ops) // drop references to the encoded records
+	s.spareOps = append(s.spareOps, ops[:0])
 }
 
 // maxSpareCalls is how many call slices wait for reuse: the one being

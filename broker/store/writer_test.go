@@ -338,6 +338,7 @@ func TestQueuedEntriesFillPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	s, _ = reload(t, s) // Close checkpoints the log into the file
 	u, err := s.Usage()
 	if err != nil {
 		t.Fatal(err)
