@@ -78,16 +78,36 @@ func sessionsView(ip string) (dataplane.SessionsStatus, error) {
 // holds reports whether nd holds client's session.
 func holds(t *testing.T, nd *crashNode, client string) bool {
 	t.Helper()
-	st, err := sessionsView(nd.ip)
+	held, err := holdsErr(nd, client)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return held
+}
+
+func holdsErr(nd *crashNode, client string) (bool, error) {
+	st, err := sessionsView(nd.ip)
+	if err != nil {
+		return false, err
+	}
 	for _, h := range st.Held {
 		if h.Client == client {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
+}
+
+// letGo waits until nd no longer holds client's session.
+func letGo(t *testing.T, nd *crashNode, client string) {
+	t.Helper()
+	eventually(t, 15*time.Second, func() error {
+		held, err := holdsErr(nd, client)
+		if err == nil && held {
+			err = fmt.Errorf("%s still holds %s", nd.ip, client)
+		}
+		return err
+	})
 }
 
 // inDirectory waits until nd's directory lists client at holder.
@@ -351,9 +371,9 @@ func offlineOnA(t *testing.T, a, b, c *crashNode, client string, queued []string
 // TestSessionHolderDownThenReturns: the node holding an offline
 // persistent session is killed; the client reconnects to another node and
 // gets its subscriptions there (session present, and what is published
-// now reaches it); when the holder returns it hands over what it had
-// queued. Nothing is lost (what the returning node received again from
-// its peers' backlogs may arrive twice).
+// now reaches it) and, from that node's partition copies, what the holder
+// had queued; when the holder returns it hands its own queue over (those
+// arrive twice) and keeps nothing.
 func TestSessionHolderDownThenReturns(t *testing.T) {
 	nodes := dataPlaneCluster(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]
@@ -375,14 +395,13 @@ func TestSessionHolderDownThenReturns(t *testing.T) {
 		publishUntil(t, c.addr(), "line/2", p)
 	}
 	eventually(t, 20*time.Second, func() error { return got.hasAll(fresh) })
+	// What a had queued comes from b's partition copies meanwhile.
+	eventually(t, 10*time.Second, func() error { return got.hasAll(queued) })
+	if st, err := sessionsView(b.ip); err != nil || st.FromDirectory != 1 || st.FromCopies < uint64(len(queued)) {
+		t.Fatalf("b's sessions: %+v %v, want one from the directory, its queue from the copies", st, err)
+	}
 	a.start()
-	eventually(t, 30*time.Second, func() error { return got.hasAll(queued) })
-	eventually(t, 10*time.Second, func() error {
-		if holds(t, a, id) {
-			return fmt.Errorf("a still holds %s after it returned", id)
-		}
-		return nil
-	})
+	letGo(t, a, id)
 	st, err := sessionsView(a.ip)
 	if err != nil {
 		t.Fatal(err)
@@ -420,12 +439,7 @@ func TestSessionHolderKilledDuringHandover(t *testing.T) {
 	a.kill() // reaps it
 	a.start()
 	eventually(t, 30*time.Second, func() error { return got.hasAll(queued) })
-	eventually(t, 10*time.Second, func() error {
-		if holds(t, a, id) {
-			return fmt.Errorf("a still holds %s after it returned", id)
-		}
-		return nil
-	})
+	letGo(t, a, id)
 }
 
 // TestSessionExpiryOnceClusterWide: a session that moved from a to b
@@ -448,14 +462,9 @@ func TestSessionExpiryOnceClusterWide(t *testing.T) {
 		t.Fatal("the session is not on b alone")
 	}
 	inDirectory(t, c, "broker-b", id)
-	eventually(t, 15*time.Second, func() error {
-		for _, nd := range nodes {
-			if holds(t, nd, id) {
-				return fmt.Errorf("%s holds %s", nd.ip, id)
-			}
-		}
-		return nil
-	})
+	for _, nd := range nodes {
+		letGo(t, nd, id)
+	}
 	cl, present, err = crashV5(c.addr(), id, false, 4, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -463,5 +472,57 @@ func TestSessionExpiryOnceClusterWide(t *testing.T) {
 	closeV5(cl)
 	if present {
 		t.Fatal("session present = 1 on c after the session expired")
+	}
+}
+
+// TestSessionHolderDiesWhileConnected: the node a client is connected to
+// is killed; what is published before the client reconnects elsewhere
+// reaches it there, from that node's partition copies, without the dead
+// node returning.
+func TestSessionHolderDiesWhileConnected(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "orphan"
+	var onA ordered
+	clA, _, err := crashV5(a.addr(), id, false, 3600, onA.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	if _, err := clA.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "line/#", QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	interestKnown(t, c, "broker-a")
+	before := seqPayloads("p", 0, 5)
+	for _, p := range before {
+		publishV5(t, c.addr(), "line/1", p, 1)
+	}
+	eventually(t, 10*time.Second, func() error { return onA.hasAll(before) })
+	inDirectory(t, b, "broker-a", id)
+	a.kill()
+	after := seqPayloads("d", 0, 10)
+	for _, p := range after {
+		publishUntil(t, c.addr(), "line/2", p)
+	}
+	var got ordered
+	cl, present, err := crashV5(b.addr(), id, false, 3600, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	if !present {
+		t.Fatal("session present = 0 on b")
+	}
+	eventually(t, 15*time.Second, func() error { return got.hasAll(after) })
+	// In order, each once (what came before the kill may come again).
+	var ds []string
+	for _, g := range got.list() {
+		if strings.HasPrefix(g, "d-") {
+			ds = append(ds, g)
+		}
+	}
+	if !slices.Equal(ds, after) {
+		t.Fatalf("on b: %v, want %v", ds, after)
 	}
 }

@@ -181,8 +181,12 @@
 // each: its claim time) to every member, at once after a change and whole
 // every 30 s. When no member that answered holds the session but the
 // directory lists it on a member that did not answer (down), the claiming
-// node takes the subscriptions from it (session present = 1); the
-// messages that member queued follow when it returns: the new holder's
+// node takes the subscriptions from it (session present = 1) and queues,
+// from the partition copies it holds (sessions_copies.go), every record
+// the subscriptions match that entered the cluster since the session went
+// offline (since 10 s before the holder's last push, when the client was
+// connected to it): what the holder had queued, or would have. The
+// messages that member queued follow again when it returns: the new holder's
 // push lists the session with a newer claim, and the returning node hands
 // its copy over (POST /cluster/sessions/handover; returnSession), behind
 // what the client got meanwhile. What it received again from its peers'
@@ -194,8 +198,10 @@
 // ignored; the holder's next push drops it.
 //
 // Still to come: the message identity on queue entries (exact handover
-// under concurrent publishes), redelivery from the partition copies of
-// what a down holder had queued, and the ring topology.
+// under concurrent publishes; and the returning holder's queue without
+// what the copies redelivered), asking the other copies for the
+// partitions this node holds no copy of (clusters larger than
+// ReplicationFactor), and the ring topology.
 //
 // # Concurrency
 //

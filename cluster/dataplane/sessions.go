@@ -82,13 +82,14 @@ type Sessions struct {
 	// newer holder of a client wins.
 	since map[string]int64
 	dir   map[string]map[string]dirEntry // node → client → its session there
+	heard map[string]time.Time           // node → when its last push arrived
 	// version counts the changes of this node's sessions; pushed is the
 	// version each member last took, and when.
 	version    uint64
 	pushed     map[string]pushMark
 	savedSince bool // since is on disk as it is
 
-	claims, tookOver, exported, imported, fromDirectory, returned, returnFailed atomic.Uint64
+	claims, tookOver, exported, imported, fromDirectory, returned, returnFailed, fromCopies atomic.Uint64
 
 	wake chan struct{} // (capacity 1) a change to push
 }
@@ -104,7 +105,7 @@ func (p *Plane) NewSessions(opts SessionOptions) *Sessions {
 		opts.HTTP = &http.Client{Timeout: claimWait}
 	}
 	s := &Sessions{p: p, opts: opts, log: p.log.With("component", "sessions"), since: map[string]int64{},
-		dir: map[string]map[string]dirEntry{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true}
+		dir: map[string]map[string]dirEntry{}, heard: map[string]time.Time{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true}
 	s.loadSince()
 	return s
 }
@@ -243,7 +244,10 @@ func (s *Sessions) ClaimSession(info *broker.ConnInfo, cleanStart bool, expiry u
 		if err := s.opts.Broker.ImportSession(st); err == nil {
 			s.announce(st.Subscriptions)
 			s.fromDirectory.Add(1)
-			s.log.Info("session taken from the directory: its holder does not answer", "client", client, "holder", node)
+			n := s.redeliverFromCopies(client, e, s.heardFrom(node))
+			s.fromCopies.Add(uint64(n))
+			s.log.Info("session taken from the directory: its holder does not answer", "client", client, "holder", node,
+				"redelivered_from_copies", n)
 		}
 	}
 	if expiry > 0 || len(holders) > 0 {
@@ -449,6 +453,12 @@ func (s *Sessions) forget(client string) {
 	}
 	s.changedLocked()
 	s.mu.Unlock()
+}
+
+func (s *Sessions) heardFrom(node string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heard[node]
 }
 
 func (s *Sessions) sinceOf(client string) int64 {

@@ -157,6 +157,7 @@ func (s *Sessions) serveDirectory(req *sessionReq) {
 	}
 	s.mu.Lock()
 	s.dir[req.From] = entries
+	s.heard[req.From] = time.Now()
 	s.mu.Unlock()
 	var back []string
 	for _, ss := range s.opts.Broker.PersistentSessions() {
@@ -291,6 +292,7 @@ type SessionsStatus struct {
 	FromDirectory uint64              `json:"fromDirectory"` // sessions whose holder did not answer, served from the directory
 	Returned      uint64              `json:"returned"`      // sessions this node kept while away, handed to their new holder
 	ReturnFailed  uint64              `json:"returnFailed"`  // such hand-overs that failed (tried again)
+	FromCopies    uint64              `json:"fromCopies"`    // messages queued from the partition copies for sessions whose holder is down
 }
 
 // HeldSession is one persistent session of this node.
@@ -306,7 +308,8 @@ func (s *Sessions) Status() SessionsStatus {
 	sums := s.opts.Broker.PersistentSessions()
 	st := SessionsStatus{Held: make([]HeldSession, 0, len(sums)), Directory: map[string][]string{},
 		Claims: s.claims.Load(), TookOver: s.tookOver.Load(), Exported: s.exported.Load(), Imported: s.imported.Load(),
-		FromDirectory: s.fromDirectory.Load(), Returned: s.returned.Load(), ReturnFailed: s.returnFailed.Load()}
+		FromDirectory: s.fromDirectory.Load(), Returned: s.returned.Load(), ReturnFailed: s.returnFailed.Load(),
+		FromCopies: s.fromCopies.Load()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range sums {
