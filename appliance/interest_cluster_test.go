@@ -6,6 +6,7 @@ package appliance_test
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,4 +50,104 @@ func TestInterestManySubscribesIncremental(t *testing.T) {
 			t.Fatalf("a's view of b: %+v, want %d filters, fresh", p, n)
 		}
 	}
+}
+
+// signal sends sig to nd's process (SIGSTOP freezes it: its kernel keeps
+// its connections open, so its peers see a half-open link).
+func signal(t *testing.T, nd *crashNode, sig syscall.Signal) {
+	t.Helper()
+	if err := nd.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// peerView is how nd's data plane sees peer.
+func peerView(nd *crashNode, peer string) (dataplaneStatus, error) {
+	dp, err := dataPlaneView(nd.ip)
+	if err != nil {
+		return dataplaneStatus{}, err
+	}
+	for _, p := range dp.Peers {
+		if p.Name == peer {
+			return dataplaneStatus{dp.InterestPending, p.Connected, p.InterestFresh}, nil
+		}
+	}
+	return dataplaneStatus{}, fmt.Errorf("%s has no peer %s", nd.ip, peer)
+}
+
+type dataplaneStatus struct {
+	pending          int
+	connected, fresh bool
+}
+
+// TestInterestFrozenPeerGoesStale: a peer frozen with SIGSTOP (its
+// connections stay open: half-open links) is soon taken for down by the
+// others, its link closed and its interest stale (everything is kept for
+// it, and no SUBACK waits for it), well before the 30 s keep alive of old;
+// a SUBSCRIBE meanwhile waits for the frozen peer only until it can no
+// longer route by the old interest, and a second SUBSCRIBE of the same
+// filter gets its SUBACK only once that announcement is over. Resumed,
+// the peer is linked and routed by its filters again.
+func TestInterestFrozenPeerGoesStale(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b := nodes[0], nodes[1]
+	var onB collector
+	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "frozen/#", 1, &onB))
+	eventually(t, 10*time.Second, func() error {
+		v, err := peerView(a, "broker-b")
+		if err != nil || !v.connected || !v.fresh {
+			return fmt.Errorf("a's view of b: %+v %v", v, err)
+		}
+		return nil
+	})
+	signal(t, b, syscall.SIGSTOP)
+	defer signal(t, b, syscall.SIGCONT)
+	// Subscribed on a while b is frozen, twice the same filter: each
+	// SUBACK leaves only once the announcement is over.
+	subs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			var c collector
+			cl, _, err := crashV5(a.addr(), fmt.Sprint("sub-a-", i), true, 0, c.add)
+			if err != nil {
+				subs <- err
+				return
+			}
+			defer closeV5(cl)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if _, err := cl.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "while-frozen/#", QoS: 1}}}); err != nil {
+				subs <- err
+				return
+			}
+			v, err := peerView(a, "broker-b")
+			if err == nil && v.pending != 0 {
+				err = fmt.Errorf("SUBACK %d left while a's announcement is still pending: %+v", i, v)
+			}
+			subs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-subs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, func() error {
+		v, err := peerView(a, "broker-b")
+		if err != nil || v.connected || v.fresh {
+			return fmt.Errorf("a's view of the frozen b: %+v %v, want the link down and the interest stale", v, err)
+		}
+		return nil
+	})
+	signal(t, b, syscall.SIGCONT)
+	linksUp(t, nodes)
+	eventually(t, 10*time.Second, func() error {
+		v, err := peerView(a, "broker-b")
+		if err != nil || !v.fresh {
+			return fmt.Errorf("a's view of the resumed b: %+v %v", v, err)
+		}
+		return nil
+	})
+	publishV5(t, a.addr(), "frozen/x", "after-resume", 1)
+	eventually(t, 10*time.Second, func() error { return onB.has("after-resume") })
 }

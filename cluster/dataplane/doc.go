@@ -12,7 +12,10 @@
 // user's own password; the receiver admits the token (Authenticator) and
 // passes every other login on. Only the cluster user may publish or
 // subscribe under InternalPrefix (Authorizer); it publishes frames to
-// $cluster/v1/frames. A link reconnects with backoff (100 ms doubling to
+// $cluster/v1/frames. A link pings every second and counts as down once
+// the peer answered nothing for 3 s (a half-open connection: the peer
+// frozen, or the network cut); its keep alive is 2 s, so the peer's broker
+// drops it after 3 s of silence too. A link reconnects with backoff (100 ms doubling to
 // 5 s) and never holds a client's connection: the publish hook only
 // appends to the link's queue. With Options.TLS (Cluster.UseTls) a link is
 // a TLS connection, verified as the appliance's configuration says.
@@ -84,8 +87,14 @@
 // on every connection and again every 5 s (removals travel that way), and
 // each new filter at once from the SUBSCRIBE that added it
 // (broker.SubscribeHook): the SUBACK waits until every peer whose link is
-// up confirmed the addition (at most 2 s), so a message published on any
-// node after the SUBACK reaches the subscriber. A filter stays pending
+// up confirmed the addition, so a message published on any node after
+// the SUBACK reaches the subscriber. A peer that answers nothing for 3 s
+// (frozen, or the network cut without a FIN) has its link closed, and is
+// waited for only until its own keep alive on this node's link has run
+// out (3 s after the last write): from then on it takes this node's
+// interest for stale, and the snapshot of the next connection brings it
+// up to date; 10 s bound it all (a live peer whose disk stalls the
+// confirmation). A filter stays pending
 // until that announcement is over, and a SUBACK for a pending filter (a
 // second SUBSCRIBE of it, or one a snapshot carries first) waits for the
 // same announcement. A peer's announced

@@ -21,8 +21,12 @@ import (
 // SUBSCRIBE that added it (SubscriptionsAdded): the SUBACK waits until
 // every peer whose link is up confirmed it, so a message published
 // anywhere after the SUBACK reaches the subscriber. A peer whose link is
-// down is not waited for: while this node's link into it is down it
-// forwards everything to this node.
+// down is not waited for once its broker's keep alive has run out on the
+// link (link.staleBy): from then on it takes this node's interest for
+// stale and forwards everything to this node, until the snapshot on the
+// next connection. A link whose peer answers nothing for linkSilentMax
+// is down (link.go), so a frozen or cut-off peer holds a SUBACK a few
+// seconds at most, and a live one as long as it takes to confirm.
 //
 // The peers' interest arrives over their links into this node. A peer's
 // interest is fresh from the snapshot on its current connection until that
@@ -32,8 +36,13 @@ import (
 // announceEvery is how often the whole interest is announced again.
 const announceEvery = 5 * time.Second
 
-// ackWait bounds how long a SUBACK waits for the peers' confirmation.
-const ackWait = 2 * time.Second
+// ackWaitMax bounds how long a SUBACK waits for the peers: a live peer
+// confirms an addition within a round trip and its frames ahead, a
+// silent one counts as down after linkSilentMax and as no longer routing
+// by this node's interest 1.5 keep alives after the last write; this is
+// for a live peer that confirms nothing (its disk stalls the frame's
+// acknowledgement).
+const ackWaitMax = 10 * time.Second
 
 // localInterest is what this node announced.
 type localInterest struct {
@@ -139,7 +148,7 @@ func interestFilter(f string) string {
 
 // announcement is one announcement of filters new to the peers, sent to
 // every peer whose link was up: it is over once they all confirmed it,
-// their links went down, or ackWait passed. Until then its filters are
+// their links went down (and their keep alive ran out), or ackWaitMax passed. Until then its filters are
 // pending (localInterest.pending), and a SUBACK for one of them waits for
 // it, whichever SUBSCRIBE announced it first.
 type announcement struct {
@@ -195,39 +204,57 @@ func (a *announcement) finish() {
 }
 
 // announceLocked sends fresh (filters just added to announced) to every
-// peer whose link is up, as msg, and makes them pending until those peers
-// confirmed; it returns nil when no link is up. The caller holds li.mu.
+// peer whose link is up, as msg, and makes them pending until each of
+// those peers confirmed it or can no longer route by what this node
+// announced before: its link went down and its broker's keep alive ran
+// out since (link.staleBy; it then sends this node everything until the
+// snapshot of the next connection). A peer whose link went down only
+// just is waited for the same way; ackWaitMax bounds it all. It returns
+// nil when there is nothing to wait for. The caller holds li.mu.
 func (p *Plane) announceLocked(fresh []string, msg []byte) *announcement {
 	li := &p.local
+	now := time.Now()
 	p.mu.RLock()
-	var ups []*peerStream
+	var ups, downs []*link
 	for _, l := range p.links {
 		if l.connected.Load() {
-			ups = append(ups, l.ps)
+			ups = append(ups, l)
+		} else if l.staleBy().After(now) {
+			downs = append(downs, l)
 		}
 	}
 	p.mu.RUnlock()
-	if len(ups) == 0 {
+	if len(ups)+len(downs) == 0 {
 		return nil
 	}
 	if li.pending == nil {
 		li.pending = map[string]*announcement{}
 	}
 	a := &announcement{li: li, filters: fresh}
-	a.left.Store(int32(len(ups)))
+	a.left.Store(int32(len(ups) + len(downs)))
 	for _, f := range fresh {
 		li.pending[f] = a
 	}
-	for _, ps := range ups {
-		p.out.addControl(ps, msg, a.confirmed)
+	for _, l := range ups {
+		p.out.addControl(l.ps, msg, func() {
+			// Confirmed, or the link went down first.
+			if d := time.Until(l.staleBy()); d > 0 {
+				time.AfterFunc(d, a.confirmed)
+				return
+			}
+			a.confirmed()
+		})
 	}
-	time.AfterFunc(ackWait, a.finish)
+	for _, l := range downs {
+		time.AfterFunc(time.Until(l.staleBy()), a.confirmed)
+	}
+	time.AfterFunc(ackWaitMax, a.finish)
 	return a
 }
 
 // SubscriptionsAdded implements broker.SubscribeHook: filters not
 // announced yet go to every peer whose link is up, and done runs once they
-// all confirmed (or ackWait passed). A filter announced already whose
+// all confirmed (see announceLocked). A filter announced already whose
 // announcement is still in flight (another SUBSCRIBE's, or a snapshot's)
 // waits for that announcement the same way.
 func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"gantry/cluster/partition"
 	"gantry/cluster/wire"
@@ -127,5 +128,31 @@ func TestInterestSecondSubscribeWaitsForAnnouncement(t *testing.T) {
 	p.out.setUp(p.out.peers["c"], false)
 	if fmt.Sprint(order[len(order)-2:]) != "[h h2]" {
 		t.Fatalf("SUBACKs: %v, want h and h2 once c's link went down", order)
+	}
+}
+
+// TestInterestWaitsForPeerJustDown: a SUBSCRIBE while a peer's link has
+// just gone down waits until the peer's broker has surely noticed (its
+// keep alive after the last write), since until then the peer may still
+// route by the old interest; once that has passed, nothing waits for it.
+func TestInterestWaitsForPeerJustDown(t *testing.T) {
+	p := reviewPlane(t, "a", "", 64, nil, []string{"b"}, partition.Assignment{Owner: "a", Replicas: []string{"a"}, Epoch: 1})
+	defer p.Stop()
+	l := p.links["b"]
+	l.connected.Store(false)
+	l.peerKeepAlive.Store(int64(linkKeepAlive))
+	l.lastWrite.Store(time.Now().Add(-time.Minute).UnixNano())
+	if p.SubscriptionsAdded([]string{"old/#"}, func() {}) {
+		t.Fatal("a SUBSCRIBE waits for a peer down for a minute")
+	}
+	l.lastWrite.Store(time.Now().UnixNano())
+	done := make(chan struct{})
+	if !p.SubscriptionsAdded([]string{"new/#"}, func() { close(done) }) {
+		t.Fatal("a SUBSCRIBE does not wait for a peer whose link went down just now")
+	}
+	select {
+	case <-done:
+	case <-time.After(ackWaitMax):
+		t.Fatal("the SUBACK still waits past the peer's keep alive")
 	}
 }

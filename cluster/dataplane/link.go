@@ -15,10 +15,20 @@ import (
 	"gantry/cluster/wire"
 )
 
-// Link timing.
+// Link timing. A link pings every linkPingEvery whatever else it writes,
+// and counts as down once the peer has answered nothing (no PUBACK, no
+// PINGRESP) for linkSilentMax: a half-open connection (the peer frozen,
+// or the network cut without a FIN) ends there, not at the write
+// deadline. Its CONNECT asks for a keep alive of linkKeepAlive, so the
+// peer's broker closes this node's link into it after 1.5 times that
+// without a packet, and the peer then takes this node's interest for
+// stale (it sends it everything) instead of routing by filters this node
+// can no longer update. A write that takes longer than linkSilentMax (the
+// peer reads nothing) ends the connection too.
 const (
-	linkKeepAlive  = 30 * time.Second
-	linkPingEvery  = 10 * time.Second
+	linkKeepAlive  = 2 * time.Second
+	linkPingEvery  = time.Second
+	linkSilentMax  = 3 * time.Second
 	linkDialWait   = 2 * time.Second
 	linkBackoffMin = 100 * time.Millisecond
 	linkBackoffMax = 5 * time.Second
@@ -48,12 +58,32 @@ type link struct {
 	sentFrames atomic.Uint64
 	connects   atomic.Uint64
 	lastErr    atomic.Pointer[string]
+	// lastWrite is when a packet was last written on the current
+	// connection (unix nanoseconds); peerKeepAlive the keep alive the
+	// peer's broker applies to it. Once the connection is down the peer
+	// may still route by this node's interest until it notices the
+	// silence (staleBy).
+	lastWrite     atomic.Int64
+	peerKeepAlive atomic.Int64
+	// heard is when the peer last sent a packet (unix nanoseconds).
+	heard atomic.Int64
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func (l *link) setAddr(addr string) { l.addr.Store(&addr) }
+
+// staleBy is when the peer, if this link is down, has surely noticed it
+// (its broker's keep alive after the last packet written) and no longer
+// routes by what this node announced on it; zero while the link is up or
+// was never up.
+func (l *link) staleBy() time.Time {
+	if l.connected.Load() || l.lastWrite.Load() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, l.lastWrite.Load()).Add(time.Duration(l.peerKeepAlive.Load()) * 3 / 2)
+}
 
 // run connects, serves the connection until it fails, and reconnects,
 // until ctx ends.
@@ -63,8 +93,8 @@ func (l *link) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := l.serve(ctx)
+		l.connected.Store(false) // first: the waits setUp ends see the link down
 		l.p.out.setUp(l.ps, false)
-		l.connected.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -101,6 +131,9 @@ func (l *link) serve(ctx context.Context) error {
 		return fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	l.connects.Add(1)
+	now := time.Now().UnixNano()
+	l.lastWrite.Store(now)
+	l.heard.Store(now)
 	l.connected.Store(true)
 	l.p.linkUp(l.ps) // the interest snapshot goes first
 	var wg sync.WaitGroup
@@ -156,6 +189,11 @@ func (l *link) handshake(nc net.Conn, br *bufio.Reader) (peerLimits, error) {
 		// Room for the PUBLISH header, topic and the signing envelope.
 		lim.maxBytes = min(lim.maxBytes, int(ack.Props.MaximumPacketSize)-1024)
 	}
+	ka := linkKeepAlive
+	if ack.Props.IsSet(packet.PropServerKeepAlive) && ack.Props.ServerKeepAlive > 0 {
+		ka = time.Duration(ack.Props.ServerKeepAlive) * time.Second
+	}
+	l.peerKeepAlive.Store(int64(ka))
 	if lim.maxBytes < 1024 {
 		return peerLimits{}, fmt.Errorf("peer's Maximum Packet Size %d is too small for the data plane", ack.Props.MaximumPacketSize)
 	}
@@ -165,8 +203,20 @@ func (l *link) handshake(nc net.Conn, br *bufio.Reader) (peerLimits, error) {
 // writeFrames writes the queue's records as frames until the connection
 // fails or ctx ends.
 func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, readErr <-chan error, acked <-chan struct{}) error {
-	ping := time.NewTicker(linkPingEvery)
-	defer ping.Stop()
+	tick := time.NewTicker(linkPingEvery / 4)
+	defer tick.Stop()
+	lastPing := time.Now()
+	// ping writes a PINGREQ: the peer's PINGRESP shows it alive even
+	// while only unconfirmed (QoS 0) frames travel.
+	ping := func() error {
+		nc.SetWriteDeadline(time.Now().Add(linkSilentMax))
+		if _, err := nc.Write(packet.AppendPingreq(nil)); err != nil {
+			return err
+		}
+		lastPing = time.Now()
+		l.lastWrite.Store(lastPing.UnixNano())
+		return nil
+	}
 	var pid uint16
 	var frame, out []byte
 	want := func(topic string) bool { return l.p.wants(l.peer, topic) }
@@ -176,7 +226,6 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 		}
 		return pid
 	}
-	lastWrite := time.Now()
 	for {
 		if l.p.out.inflight(l.ps) < lim.inflight {
 			frame = wire.AppendHeader(frame[:0], l.p.opts.NodeName, l.p.boot)
@@ -190,12 +239,20 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 					pub.QoS, pub.PacketID = 1, fpid
 				}
 				out = pub.Append(out[:0], packet.V5)
-				nc.SetWriteDeadline(time.Now().Add(linkKeepAlive))
+				nc.SetWriteDeadline(time.Now().Add(linkSilentMax))
 				if _, err := nc.Write(out); err != nil {
 					return err
 				}
 				l.sentFrames.Add(1)
-				lastWrite = time.Now()
+				l.lastWrite.Store(time.Now().UnixNano())
+				if err := l.silence(); err != nil {
+					return err
+				}
+				if time.Since(lastPing) >= linkPingEvery {
+					if err := ping(); err != nil {
+						return err
+					}
+				}
 				continue // more may be pending
 			}
 		}
@@ -206,16 +263,25 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 			return err
 		case <-l.ps.wake:
 		case <-acked:
-		case <-ping.C:
-			if time.Since(lastWrite) >= linkPingEvery {
-				nc.SetWriteDeadline(time.Now().Add(linkKeepAlive))
-				if _, err := nc.Write(packet.AppendPingreq(out[:0])); err != nil {
+		case <-tick.C:
+			if err := l.silence(); err != nil {
+				return err
+			}
+			if time.Since(lastPing) >= linkPingEvery {
+				if err := ping(); err != nil {
 					return err
 				}
-				lastWrite = time.Now()
 			}
 		}
 	}
+}
+
+// silence fails once the peer has sent nothing for linkSilentMax.
+func (l *link) silence() error {
+	if silent := time.Since(time.Unix(0, l.heard.Load())); silent > linkSilentMax {
+		return fmt.Errorf("peer silent for %v (frozen, or the network cut)", silent.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // readAcks reads the peer's packets: PUBACKs confirm frames.
@@ -226,6 +292,7 @@ func (l *link) readAcks(br *bufio.Reader, acked chan<- struct{}) error {
 		if err != nil {
 			return err
 		}
+		l.heard.Store(time.Now().UnixNano())
 		switch h.Type {
 		case packet.PUBACK:
 			if err := packet.DecodeAck(h, body, packet.V5, &ack); err != nil {

@@ -378,8 +378,11 @@ type PeerStatus struct {
 
 // Status is the data plane's part of GET /cluster.
 type Status struct {
-	// Interest is the number of filters this node announces.
-	Interest int `json:"interest"`
+	// Interest is the number of filters this node announces;
+	// InterestPending those whose announcement the peers have not all
+	// confirmed yet (their SUBACKs wait).
+	Interest        int `json:"interest"`
+	InterestPending int `json:"interestPending"`
 	// TooLarge counts messages too large for the links (over
 	// maxRecordBytes encoded), delivered on this node only.
 	TooLarge uint64       `json:"tooLargeKept"`
@@ -412,7 +415,7 @@ func (p *Plane) Status() Status {
 	st.TooLarge = p.tooLarge.Load()
 	st.Replication = p.ReplicationStatus()
 	p.local.mu.Lock()
-	st.Interest = len(p.local.announced)
+	st.Interest, st.InterestPending = len(p.local.announced), len(p.local.pending)
 	p.local.mu.Unlock()
 	return st
 }
