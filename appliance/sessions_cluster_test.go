@@ -526,3 +526,33 @@ func TestSessionHolderDiesWhileConnected(t *testing.T) {
 		t.Fatalf("on b: %v, want %v", ds, after)
 	}
 }
+
+// TestSessionHandoverSurvivesRestart: a session taken over with its queue
+// is on the new node's disk before the client gets it: after a kill -9
+// of that node the client finds it there whole.
+func TestSessionHandoverSurvivesRestart(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "kept"
+	queued := seqPayloads("s", 0, 20)
+	offlineOnA(t, a, b, c, id, queued)
+	raw := rawSession(t, b.addr(), id, 1) // session present: it moved
+	if pub, ok := raw.read().(*packet.Publish); !ok || string(pub.Payload) != queued[0] {
+		t.Fatalf("first on b: %+v, want %s", pub, queued[0])
+	}
+	b.kill()
+	b.start()
+	var got ordered
+	cl, present, err := crashV5(b.addr(), id, false, 3600, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	if !present {
+		t.Fatal("session present = 0 on b after its restart")
+	}
+	eventually(t, 15*time.Second, func() error { return got.hasAll(queued) })
+	if g := got.list(); !slices.Equal(g[:len(queued)], queued) {
+		t.Fatalf("after b's restart: %v, want %v first", g, queued)
+	}
+}

@@ -172,14 +172,26 @@ func (sess *session) exportLocked() *SessionState {
 // are resumed, not new), then st's in-flight messages (sent again with
 // DUP and their identifiers when the client attaches), st's queued
 // messages, and after them what the session had queued here. With
-// durability it is stored like any session. An in-process client's
-// identifier is refused.
+// durability it is stored like any session, and ImportSession returns once
+// the store has it (or failed to write it: the error). An in-process
+// client's identifier is refused.
 func (s *Server) ImportSession(st *SessionState) error {
+	stored := make(chan error, 1)
+	waits, err := s.importSession(st, func(err error) { stored <- err })
+	if err != nil || !waits {
+		return err
+	}
+	return <-stored
+}
+
+// importSession is ImportSession without the wait: it reports whether
+// done will be called once the store has the session.
+func (s *Server) importSession(st *SessionState, done func(error)) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess := s.sessions[st.ClientID]
 	if sess != nil && sess.inproc != nil {
-		return ErrNotAuthorized
+		return false, ErrNotAuthorized
 	}
 	if sess == nil {
 		sess = newSession(s, st.ClientID)
@@ -205,7 +217,9 @@ func (s *Server) ImportSession(st *SessionState) error {
 		added = append(added, r)
 	}
 	sess.importEntriesLocked(st)
-	sess.saveLocked(sess.disconnectedAt, nil)
+	// The store calls done in submission order: once the session's record
+	// is written, its entries written before it are too.
+	waits := sess.saveLocked(sess.disconnectedAt, done)
 	c := sess.conn
 	sess.mu.Unlock()
 	for _, r := range added {
@@ -215,7 +229,7 @@ func (s *Server) ImportSession(st *SessionState) error {
 	if c != nil {
 		c.wakeWriter() // connected here already: the imported messages follow what it has
 	}
-	return nil
+	return waits, nil
 }
 
 // importEntriesLocked puts st's messages ahead of the session's queue. An

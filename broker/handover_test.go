@@ -116,3 +116,37 @@ func TestTakeOverClosesConnection(t *testing.T) {
 		t.Fatal("exported, yet held")
 	}
 }
+
+// A QoS 2 publish the client sent on the first server (PUBREC received,
+// PUBREL not sent yet) completes on the second: its identifier moved
+// with the session.
+func TestSessionHandoverInboundQoS2(t *testing.T) {
+	t.Parallel()
+	a := startServer(t, broker.Options{})
+	m := &mover{from: a.Server}
+	b := startServer(t, broker.Options{}, func(s *broker.Server) { s.SetSessionClaimer(m) })
+	m.to = b.Server
+	cp := packet.Connect{Version: packet.V5, ClientID: "q2"}
+	cp.Props.SessionExpiry = 3600
+	cp.Props.Set(packet.PropSessionExpiry)
+	onA, _ := connectRaw(t, a.addr, cp)
+	onA.sendPackets(&packet.Publish{Topic: []byte("q/1"), Payload: []byte("x"), QoS: 2, PacketID: 7})
+	if ack := expectPacket[*packet.Ack](onA); ack.Type != packet.PUBREC || ack.PacketID != 7 || ack.ReasonCode.IsError() {
+		t.Fatalf("got %+v, want PUBREC 7", ack)
+	}
+	onA.nc.Close()
+	eventually(t, waitTimeout, func() error {
+		if ss := a.PersistentSessions(); len(ss) != 1 || ss[0].Connected {
+			return fmt.Errorf("a's sessions: %+v", ss)
+		}
+		return nil
+	})
+	onB, ack := connectRaw(t, b.addr, cp)
+	if !ack.SessionPresent {
+		t.Fatal("session present = 0 on b")
+	}
+	onB.sendPackets(&packet.Ack{Type: packet.PUBREL, PacketID: 7})
+	if comp := expectPacket[*packet.Ack](onB); comp.Type != packet.PUBCOMP || comp.PacketID != 7 || comp.ReasonCode != packet.Success {
+		t.Fatalf("got %+v, want PUBCOMP 7 success", comp)
+	}
+}
