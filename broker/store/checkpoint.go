@@ -198,12 +198,12 @@ func (s *Store) runCheckpointer() {
 func (s *Store) applyCheckpoint(c *checkpoint) error {
 	start := time.Now()
 	ops := 0
+	for _, b := range c.batches {
+		ops += len(b)
+	}
 	err := s.update(func(tx *bolt.Tx) error {
-		for _, b := range c.batches {
-			if err := s.applyLogged(tx, b); err != nil {
-				return err
-			}
-			ops += len(b)
+		if err := s.applyLogged(tx, c.batches...); err != nil {
+			return err
 		}
 		return putUint64(tx.Bucket([]byte(bucketMeta)), lastAliveKey, uint64(time.Now().UnixNano()))
 	})
@@ -220,8 +220,8 @@ func (s *Store) applyCheckpoint(c *checkpoint) error {
 
 // applyLogged applies one logged batch, warning about entry states it
 // could not patch.
-func (s *Store) applyLogged(tx *bolt.Tx, ops []queuedOp) error {
-	_, skipped, err := applyOps(tx, ops)
+func (s *Store) applyLogged(tx *bolt.Tx, batches ...[]queuedOp) error {
+	skipped, err := applyBatches(tx, batches...)
 	if skipped > 0 {
 		s.log.Warn("store: entry state not updated: the stored entry is not a record this build reads",
 			"path", s.path, "entries", skipped)

@@ -12,7 +12,7 @@
 //	meta      "schema"    → big-endian uint64 schema version (2), written at creation
 //	          "lastAlive" → big-endian uint64 Unix ns of the last commit or idle stamp
 //	sessions  client id                           → session record
-//	entries   client id, 0x00, big-endian u64 seq → entry record
+//	entries   client id, 0x00, big-endian u64 seq → entry record, or entry chunk
 //	qos2in    client id, 0x00, big-endian u16 pid → empty
 //	retained  topic                               → retained record
 //
@@ -45,6 +45,30 @@
 //	          response topic (8), correlation data (16),
 //	          user properties (32: n uvarint, n × (key, value)),
 //	          expiresAt varint (64), username (128); flag 1 is Retain.
+//
+// # Entry chunks
+//
+// A checkpoint writes the entries it puts for one client as chunks: one
+// value for up to 1,024 entries or 32 KiB of records, keyed by the first
+// entry's seq, instead of one key each (bbolt's cost is per key: a
+// cursor descent, node bookkeeping and page space):
+//
+//	chunk     2, n uvarint, n × (seq delta uvarint, entry record (length uvarint, bytes))
+//
+// The first delta is from the key's seq, each next from the entry before
+// (never 0): seqs ascend. A lone entry is written as a plain entry record.
+// The key's seq is at most the first entry's; a chunk whose first entries
+// were deleted keeps its key. An entry state or delete for (client, seq)
+// finds its entry at that key (a plain record or a chunk) or in the chunk
+// with the greatest key below it, in the same client's range; a
+// checkpoint decodes each chunk it changes once, applies every change to
+// it, and writes it back once (deletes it when empty). Entries a
+// checkpoint puts are held back until its end, with the changes that
+// follow them in it: an entry put and deleted within one checkpoint (a
+// subscriber that keeps up) never reaches bbolt. This relies on the
+// broker's entry seqs of a client ascending between DeleteSessions (a
+// DeleteSession writes what is held first); Load sorts each queue by seq
+// all the same.
 //
 // The subscription options byte is MQTT v5's SUBSCRIBE options byte. An
 // entry's seq is only in its key; its state and packet id sit at a fixed

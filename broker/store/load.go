@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -76,16 +78,48 @@ func loadEntries(tx *bolt.Tx, st *broker.PersistedState, index map[string]int) (
 			orphans++
 			return nil
 		}
-		e, err := DecodeEntry(v)
-		if err != nil {
-			return fmt.Errorf("store: entry %d of %q: %w", binary.BigEndian.Uint64(suffix), id, err)
+		keySeq := binary.BigEndian.Uint64(suffix)
+		ps := &st.Sessions[i]
+		if len(v) == 0 || v[0] != formatChunk {
+			e, err := DecodeEntry(v)
+			if err != nil {
+				return fmt.Errorf("store: entry %d of %q: %w", keySeq, id, err)
+			}
+			e.Seq = keySeq
+			ps.Entries = append(ps.Entries, e)
+			return nil
 		}
-		e.Seq = binary.BigEndian.Uint64(suffix)
-		st.Sessions[i].Entries = append(st.Sessions[i].Entries, e)
+		es, err := decodeChunk(v, keySeq)
+		if err != nil {
+			return fmt.Errorf("store: entry chunk %d of %q: %w", keySeq, id, err)
+		}
+		for _, ce := range es {
+			e, err := DecodeEntry(ce.rec)
+			if err != nil {
+				return fmt.Errorf("store: entry %d of %q: %w", ce.seq, id, err)
+			}
+			e.Seq = ce.seq
+			ps.Entries = append(ps.Entries, e)
+		}
 		return nil
 	})
+	if err == nil {
+		for i := range st.Sessions {
+			sortEntries(st.Sessions[i].Entries)
+		}
+	}
 	return orphans, err
 }
+
+// sortEntries puts a queue in Seq order: the chunks of one client cover
+// ascending, disjoint ranges of seqs unless its seqs were ever reused.
+func sortEntries(es []broker.EntryRecord) {
+	if !slices.IsSortedFunc(es, cmpSeq) {
+		slices.SortStableFunc(es, cmpSeq)
+	}
+}
+
+func cmpSeq(a, b broker.EntryRecord) int { return cmp.Compare(a.Seq, b.Seq) }
 
 // loadQoS2 appends every inbound QoS 2 packet id to its session.
 func loadQoS2(tx *bolt.Tx, st *broker.PersistedState, index map[string]int) (orphans int, err error) {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"time"
 
@@ -111,7 +110,7 @@ func (s *Store) flush() bool {
 	next := s.takeSpareCalls()
 	s.mu.Lock()
 	ops, calls := s.ops, s.calls
-	s.ops, s.calls = s.takeSpareOps(), next
+	s.ops, s.calls = s.takeSpareOps(len(ops)), next
 	s.space.Broadcast()
 	s.mu.Unlock()
 	if len(calls) == 0 {
@@ -143,40 +142,17 @@ func (s *Store) stampAlive() {
 }
 
 // entriesFillPercent is how full bbolt fills the pages of the entries
-// bucket before it splits them (see applyOps).
+// bucket before it splits them. A session's entries are keyed by (client
+// id, sequence): new ones go at the end of its range, so full pages are
+// split off instead of half-full ones, which halves the pages a
+// checkpoint writes and the file grows by (bbolt's default, 0.5, suits
+// random inserts).
 const entriesFillPercent = 0.95
 
 // buckets are the data buckets of one transaction.
 type buckets struct {
 	sessions, entries, qos2, retained *bolt.Bucket
 	skipped                           int // PersistEntryState on an unreadable entry
-}
-
-// applyOps applies ops in order and returns the bytes of keys and values
-// written and the number of entry state updates skipped.
-func applyOps(tx *bolt.Tx, ops []queuedOp) (written, skipped int, err error) {
-	b := buckets{
-		sessions: tx.Bucket([]byte(bucketSessions)),
-		entries:  tx.Bucket([]byte(bucketEntries)),
-		qos2:     tx.Bucket([]byte(bucketQoS2In)),
-		retained: tx.Bucket([]byte(bucketRetained)),
-	}
-	if b.sessions == nil || b.entries == nil || b.qos2 == nil || b.retained == nil {
-		return 0, 0, errors.New("store: a bucket is missing")
-	}
-	// A session's entries are keyed by (client id, sequence): new ones go
-	// at the end of its range, so full pages are split off instead of
-	// half-full ones, which halves the pages a group commit writes and
-	// the file grows by (bbolt's default, 0.5, suits random inserts).
-	b.entries.FillPercent = entriesFillPercent
-	for i := range ops {
-		op := &ops[i]
-		if err := b.apply(op); err != nil {
-			return 0, 0, fmt.Errorf("op %d (kind %d): %w", i, op.kind, err)
-		}
-		written += len(op.key) + len(op.val)
-	}
-	return written, b.skipped, nil
 }
 
 func (b *buckets) apply(op *queuedOp) error {
@@ -286,12 +262,14 @@ func (s *Store) deliver() {
 // maxSpareOps is how many op slices the writer keeps for reuse.
 const maxSpareOps = 4
 
-// takeSpareOps returns an empty op slice for the next batch, or nil.
-// Writer only.
-func (s *Store) takeSpareOps() []queuedOp {
+// takeSpareOps returns an empty op slice for the next batch: a spare one,
+// or one with room for as many ops as the last batch (most batches are
+// about as large as the one before: no growing them op by op). Writer
+// only.
+func (s *Store) takeSpareOps(last int) []queuedOp {
 	n := len(s.spareOps)
 	if n == 0 {
-		return nil
+		return make([]queuedOp, 0, max(16, last+last/4))
 	}
 	q := s.spareOps[n-1]
 	s.spareOps = s.spareOps[:n-1]
