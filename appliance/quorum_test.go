@@ -379,12 +379,21 @@ func TestQuorumQoS2ResentAfterFailoverDeliveredOnce(t *testing.T) {
 	defer closeV5(subscribeV5(t, c.addr(), "sub-c", 0, "exactly/#", 2, &got))
 	interestKnown(t, a, "broker-c") // a SUBACK waits at most 2 s for the peers
 	pub := packet.Publish{QoS: 2, PacketID: 7, Topic: []byte("exactly/once"), Payload: []byte("only-once")}
+	copiedOnB := replicationView(t, b.ip).Copied
 	ra := dialRawV5(t, a.addr(), "qos2-publisher")
 	ra.write(pub.Append(nil, packet.V5))
 	if rc := ra.expectAck(packet.PUBREC, 7); rc != packet.Success {
 		t.Fatalf("PUBREC on a: %v", rc)
 	}
 	eventually(t, 10*time.Second, func() error { return got.has("only-once") })
+	// The PUBREC needs a and one other copy: wait until b is one of them
+	// (the case under test: the node the publisher resends on holds it).
+	eventually(t, 10*time.Second, func() error {
+		if n := replicationView(t, b.ip).Copied; n <= copiedOnB {
+			return fmt.Errorf("b stored no copy of the message yet (%d)", n)
+		}
+		return nil
+	})
 	a.kill() // before PUBREL: the publisher resends on another node
 	rb := dialRawV5(t, b.addr(), "qos2-publisher")
 	pub.Dup = true

@@ -29,10 +29,15 @@ type fault struct {
 }
 
 // refusedThenDelivered is the known issue of every fault but the full disk
-// (which has its own) and the control.
-const refusedThenDelivered = "a publish refused with 0x97 once ReplicationTimeoutMs passed without a majority " +
-	"(on the cut-off side of a partition, across a pause, while a lost copy is replaced) is still delivered " +
-	"to subscribers afterwards: its record stays in the node's stream and reaches the peers later"
+// (which has its own) and the control. Copies hold a write's delivery
+// until its origin decides it (two-phase delivery), so what is left is a
+// write whose origin was paused or cut off long enough to leave the
+// partition map: the copies then deliver what they hold (the origin may
+// have acknowledged it before it went silent), and the origin, once back,
+// refuses it for its timeout.
+const refusedThenDelivered = "a publish refused with 0x97 by a node that was paused or cut off long enough to leave " +
+	"the partition map is still delivered: its copies delivered what they held for its decision once it left the map " +
+	"(it may have acknowledged it before it went silent)"
 
 // faults is the whole matrix, in the order make chaos runs it.
 var faults = []fault{

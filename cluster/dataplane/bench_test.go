@@ -62,7 +62,7 @@ func BenchmarkForward(b *testing.B) {
 				p.InterceptPublish(m, nopResolver{})
 				if i%64 == 63 {
 					for _, ps := range peers {
-						pid, _ := p.out.take(ps, 1<<20, func(string) bool { return true }, func(uint64, []byte, []string, *wire.Rep) int { return 0 }, func() uint16 { return 1 })
+						pid, _ := p.out.take(ps, 1<<20, noHead, func(string) bool { return true }, func(uint64, []byte, []string, *wire.Rep) int { return 0 }, func() uint16 { return 1 })
 						if pid != 0 {
 							p.out.confirm(ps.name, ps, pid, false)
 						}

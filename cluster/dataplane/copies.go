@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/fnv"
 	"sync"
@@ -28,6 +29,14 @@ type copyRec struct {
 	pid    uint16
 	client string
 	sum    uint64
+	// key is its key in the partition's log, set by copyLog.add.
+	key uint64
+	// hold: its delivery here waits for its origin's decision (two-phase
+	// delivery): the held bucket names it until it is released.
+	hold bool
+	// refused: its quorum write was refused (in memory; with a store the
+	// record is deleted): replays and fills pass it over.
+	refused bool
 }
 
 // qos2Key names a QoS 2 message by its publisher and packet identifier.
@@ -130,6 +139,7 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	for i := range recs {
 		pc.last++
 		keys[i] = pc.last
+		recs[i].key = pc.last
 		if recs[i].pid != 0 {
 			pc.rememberQoS2(&recs[i])
 		}
@@ -171,6 +181,9 @@ func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) 
 	if l.store == nil {
 		defer l.mu.Unlock()
 		for i := from - pc.first; i < uint64(len(pc.mem)); i++ {
+			if pc.mem[i].refused {
+				continue
+			}
 			if !fn(pc.first+i, pc.mem[i]) {
 				return
 			}
@@ -179,6 +192,33 @@ func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) 
 	}
 	l.mu.Unlock()
 	l.store.rangeCopies(p, from, fn)
+}
+
+// dropRefused removes held records whose quorum write was refused from
+// their partitions' copies (and the QoS 2 index); with a store it returns
+// true and done runs once that is on disk.
+func (l *copyLog) dropRefused(hs []heldRec, done func(error)) bool {
+	l.mu.Lock()
+	for _, h := range hs {
+		pc := l.parts[h.part]
+		if pc == nil {
+			continue
+		}
+		if h.pid != 0 {
+			if seen, ok := pc.qos2[qos2Key{h.client, h.pid}]; ok && seen.id == h.id {
+				delete(pc.qos2, qos2Key{h.client, h.pid}) // a resend of it is a new publish
+			}
+		}
+		if l.store == nil && h.key >= pc.first && h.key-pc.first < uint64(len(pc.mem)) {
+			pc.mem[h.key-pc.first].refused = true
+		}
+	}
+	l.mu.Unlock()
+	if l.store == nil {
+		return false
+	}
+	l.store.dropHeld(hs, true, done)
+	return true
 }
 
 // acceptedQoS2 reports whether partition p's copy here holds the QoS 2
@@ -326,12 +366,18 @@ func (s *store) putCopies(p uint32, keys []uint64, recs []copyRec, trimTo uint64
 	}
 }
 
-func commitCopies(tx *bolt.Tx, copies []pendingCopies) error {
-	b := tx.Bucket(bucketCopies)
+func commitCopies(tx *bolt.Tx, copies []pendingCopies, heldGone, copiesGone [][]byte) error {
+	b, hb := tx.Bucket(bucketCopies), tx.Bucket(bucketHeld)
 	for _, pc := range copies {
 		for i := range pc.recs {
-			if err := b.Put(copyKey(pc.p, pc.keys[i]), encodeCopy(&pc.recs[i])); err != nil {
+			k := copyKey(pc.p, pc.keys[i])
+			if err := b.Put(k, encodeCopy(&pc.recs[i])); err != nil {
 				return err
+			}
+			if pc.recs[i].hold {
+				if err := hb.Put(heldKey(pc.recs[i].id), k); err != nil {
+					return err
+				}
 			}
 		}
 		if pc.trimTo == 0 {
@@ -349,5 +395,78 @@ func commitCopies(tx *bolt.Tx, copies []pendingCopies) error {
 			}
 		}
 	}
+	// After the puts: a record held and released (or refused) within one
+	// commit is gone.
+	for _, k := range heldGone {
+		if err := hb.Delete(k); err != nil {
+			return err
+		}
+	}
+	for _, k := range copiesGone {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// heldKey is a held record's key in the held bucket: its origin, a zero
+// byte, its boot and number, so that one origin's records are in order.
+func heldKey(id copyID) []byte {
+	b := make([]byte, 0, len(id.origin)+17)
+	b = append(b, id.origin...)
+	b = append(b, 0)
+	b = binary.BigEndian.AppendUint64(b, id.boot)
+	return binary.BigEndian.AppendUint64(b, id.seq)
+}
+
+// dropHeld queues removing hs from the held bucket (released), and with
+// copies also their records (refused); done, when set, runs once that is
+// on disk.
+func (s *store) dropHeld(hs []heldRec, copies bool, done func(error)) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		if done != nil {
+			go done(errStoreClosed)
+		}
+		return
+	}
+	for _, h := range hs {
+		s.heldGone = append(s.heldGone, heldKey(h.id))
+		if copies {
+			s.copiesGone = append(s.copiesGone, copyKey(h.part, h.key))
+		}
+	}
+	if done != nil {
+		s.dones = append(s.dones, done)
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loadHeld reads the held records, in order per origin: what this node
+// had not delivered yet when it stopped, for want of a decision.
+func (s *store) loadHeld() []heldRec {
+	var out []heldRec
+	s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketCopies)
+		return tx.Bucket(bucketHeld).ForEach(func(k, v []byte) error {
+			i := bytes.IndexByte(k, 0)
+			if i < 0 || len(k) != i+17 || len(v) != 12 {
+				return nil
+			}
+			r, ok := decodeCopy(b.Get(v))
+			if !ok {
+				return nil // compacted away meanwhile
+			}
+			id := copyID{origin: string(k[:i]), boot: binary.BigEndian.Uint64(k[i+1:]), seq: binary.BigEndian.Uint64(k[i+9:])}
+			out = append(out, heldRec{id: id, part: binary.BigEndian.Uint32(v), key: binary.BigEndian.Uint64(v[4:]), enc: r.msg})
+			return nil
+		})
+	})
+	return out
 }

@@ -148,6 +148,20 @@
 // the replay window, with their origin identity, which receivers check
 // against what they delivered (receiver.delivered, replaySet).
 //
+// Two-phase delivery: a copy delivers a record marked Decide (a quorum
+// write of its sender's own stream) only once a frame header's Decided
+// covers it (outbox.decidedLocked: every write up to it decided), and
+// drops it, from its copy log too, when the header names it refused
+// (outbox.refuse decides a refusal under outbox.mu, so no header covers a
+// refused record without naming it). A header alone goes out when the
+// peer holds records the decisions release. Held records are in memory
+// (senderState.held) and, with a store, in the held bucket, written with
+// the copy and removed once the delivery is durable; they are delivered
+// without a decision when their sender's boot changes or it leaves the
+// partition map (releaseFrom). Refused records are marked in the outbox
+// store (refusedMark), so a restarted origin names them again and sends
+// them to nobody.
+//
 // # Sessions (sessions.go, sessions_directory.go)
 //
 // A persistent session is the cluster's, held by one node at a time: the

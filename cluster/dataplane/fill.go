@@ -100,6 +100,13 @@ func (p *Plane) onMap(m partition.Map) {
 			}
 		}
 	}
+	// Copies held for a node that is not in the map (it left it, maybe
+	// before this node restarted) wait for decisions that will not come.
+	for _, n := range p.recv.holding() {
+		if !placed[n] && n != me {
+			p.releaseFrom(n)
+		}
+	}
 	p.fills.seen = placed
 	now := time.Now()
 	p.fills.mu.Lock()

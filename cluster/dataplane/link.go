@@ -228,8 +228,11 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 	}
 	for {
 		if l.p.out.inflight(l.ps) < lim.inflight {
-			frame = wire.AppendHeader(frame[:0], l.p.opts.NodeName, l.p.boot)
-			fpid, n := l.p.out.take(l.ps, lim.maxBytes, want, func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int {
+			frame = frame[:0]
+			head := func(decided uint64, refused []uint64) {
+				frame = wire.AppendHeaderDecided(frame, l.p.opts.NodeName, l.p.boot, decided, refused)
+			}
+			fpid, n := l.p.out.take(l.ps, lim.maxBytes, head, want, func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int {
 				frame = wire.AppendRecordRep(frame, seq, msg, groups, rep)
 				return wire.RecordSizeRep(seq, msg, groups, rep)
 			}, nextPID)

@@ -1,6 +1,8 @@
 package dataplane
 
 import (
+	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -42,6 +44,7 @@ type sentFrame struct {
 	pid     uint16
 	lastSeq uint64
 	dones   []func() // of the control records it carried
+	decided uint64   // the decisions its header carried (header.Decided)
 }
 
 // peerStream is what one peer has been sent and has confirmed.
@@ -54,6 +57,12 @@ type peerStream struct {
 	beBytes int
 	ctl     []ctlEntry // control records not written yet
 	up      bool       // a connection is established: best effort records are taken
+
+	// Two-phase delivery: held is the highest record this peer holds
+	// undelivered until a header's Decided covers it (a copy, Decide),
+	// decSent the decisions written on the current connection, decAcked
+	// those it confirmed.
+	held, decSent, decAcked uint64
 
 	dropped   uint64 // reliable records dropped before the peer confirmed them
 	beDropped uint64 // best effort records dropped (link down or too slow)
@@ -91,16 +100,38 @@ type outbox struct {
 	// known is len(peers)+len(absent), for the publish hook to skip a
 	// one-node cluster without taking mu.
 	known atomic.Int32
+
+	// decided: every quorum write up to it is decided (decidedLocked
+	// moves it on). refused are the refused ones, ascending, kept until
+	// every peer confirmed a header that covered them (decAcked; absentDec
+	// for the peers without a link) or beyond maxRefusedKept.
+	decided   uint64
+	refused   []uint64
+	absentDec map[string]uint64
 }
+
+// maxRefusedKept bounds the refused records remembered for the peers'
+// headers: beyond it the oldest are forgotten (a peer away that long may
+// deliver one of them).
+const maxRefusedKept = 1 << 16
+
+// refusedMark is the stored value of a refused record: passed over after
+// a restart and named in the headers again.
+var refusedMark = []byte{0xff}
 
 // maxBestEffortBytes bounds the QoS 0 records waiting for one slow link.
 const maxBestEffortBytes = 8 << 20
 
 func newOutbox(max int, st *store) *outbox {
-	o := &outbox{max: max, store: st, peers: map[string]*peerStream{}, absent: map[string]uint64{}}
+	o := &outbox{max: max, store: st, peers: map[string]*peerStream{}, absent: map[string]uint64{}, absentDec: map[string]uint64{}}
 	if st != nil {
 		o.base, o.entries = st.loadOutbox()
 		o.absent = st.cursors()
+		for _, e := range o.entries {
+			if e.only == refusedOnly {
+				o.refused = append(o.refused, e.seq)
+			}
+		}
 	}
 	if st != nil {
 		if l := st.lease(); l > o.head() {
@@ -112,13 +143,18 @@ func newOutbox(max int, st *store) *outbox {
 		}
 	}
 	o.durable = o.head()
+	o.decided = o.head() // what a restart reloads has no write waiting: decided
 	o.lease, o.leaseAsked = o.head(), o.head()
 	o.countLocked()
 	return o
 }
 
-// noPeer is the only-field of a placeholder record: passed over by every peer.
-const noPeer = "\x00"
+// noPeer is the only-field of a placeholder record: passed over by every
+// peer; refusedOnly that of a refused record reloaded after a restart.
+const (
+	noPeer      = "\x00"
+	refusedOnly = "\x00refused"
+)
 
 // Lease steps: a new reservation of leaseStep numbers is asked for when
 // fewer than leaseLow are left.
@@ -140,6 +176,9 @@ func (o *outbox) addPeer(name string) (ps *peerStream, catchUp bool) {
 	}
 	ps = &peerStream{name: name, wake: make(chan struct{}, 1)}
 	ps.cursor = o.head()
+	ps.decAcked = o.absentDec[name]
+	ps.decSent = ps.decAcked
+	delete(o.absentDec, name)
 	if c, ok := o.absent[name]; ok {
 		ps.cursor = min(c, o.head())
 		delete(o.absent, name)
@@ -168,6 +207,7 @@ func (o *outbox) removePeer(name string) {
 	o.mu.Lock()
 	if ps := o.peers[name]; ps != nil {
 		o.absent[name] = ps.cursor
+		o.absentDec[name] = ps.decAcked
 		delete(o.peers, name)
 		o.countLocked()
 	}
@@ -250,6 +290,9 @@ func (o *outbox) addReliableFor(peer string, msg []byte, topic string, rep *repI
 // hands it to the store; done, when set, runs once it is on disk.
 func (o *outbox) appendLocked(e entry, done func(error)) uint64 {
 	e.seq = o.head() + 1
+	if q := e.rep.quorum(); q != nil {
+		q.seq.Store(e.seq) // before anyone can refuse it (refuse names it)
+	}
 	o.entries = append(o.entries, e)
 	if len(o.entries) > o.max {
 		o.dropOldestLocked()
@@ -258,6 +301,8 @@ func (o *outbox) appendLocked(e entry, done func(error)) uint64 {
 		msg := e.msg
 		if e.volatile {
 			msg = nil // a placeholder: passed over after a restart
+		} else if e.rep != nil && e.rep.origin.origin != "" {
+			msg = appendOriginRecord(nil, e.rep, e.msg) // a replay keeps its origin's identity across a restart
 		}
 		if e.seq+leaseLow > o.leaseAsked {
 			o.leaseAsked = e.seq + leaseStep
@@ -364,12 +409,17 @@ func (o *outbox) trimLocked() {
 // as in flight, covering the stream up to where take stopped; take
 // returns that identifier (0: send the frame unconfirmed) and how many
 // records were taken.
-func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool, add func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int, nextPID func() uint16) (pid uint16, n int) {
+func (o *outbox) take(ps *peerStream, maxBytes int, head func(decided uint64, refused []uint64), want func(topic string) bool, add func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int, nextPID func() uint16) (pid uint16, n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.peers[ps.name] != ps {
 		return 0, 0 // removed: the link is stopping, and the stream's positions no longer move
 	}
+	decided, refused := o.decisionsLocked(ps)
+	head(decided, refused)
+	// A frame with nothing else carries the decisions when the peer
+	// holds records they release.
+	decide := ps.held > ps.decSent && decided > ps.decSent
 	var dones []func()
 	var wr wire.Rep
 	confirm := false
@@ -411,29 +461,42 @@ func (o *outbox) take(ps *peerStream, maxBytes int, want func(topic string) bool
 		if copy && !wanted {
 			wr.CopyOnly = true // a copy for a peer without a subscriber to it: stored, not delivered
 		}
-		if q := e.rep.quorum(); q != nil && !copy {
+		if q := e.rep.quorum(); q != nil {
 			// A peer that is not a copy gets a publish only once its
-			// majority stored it, and never one that was refused.
-			if st := q.state.Load(); st == qPending {
-				break
-			} else if st == qRefused {
+			// majority stored it, and never one that was refused; a copy
+			// gets it at once (its confirmation counts for the majority)
+			// and holds it until the decision (Decide).
+			// (Up to this header's decisions, which the copies deliver
+			// in this frame: the peer's messages stay in stream order.)
+			if st := q.state.Load(); st == qRefused {
 				ps.sent = e.seq
 				continue
+			} else if !copy && (st == qPending || e.seq > decided) {
+				break
 			}
 		}
 		if n > 0 && size+len(e.msg) > maxBytes {
 			break
+		}
+		if rep != nil && rep.Decide && !rep.CopyOnly {
+			ps.held = e.seq
 		}
 		size += add(e.seq, e.msg, e.groups[ps.name], rep)
 		ps.sent = e.seq
 		confirm = true
 		n++
 	}
+	if decide && n == 0 {
+		n, confirm = 1, true // the header alone
+	}
+	if n > 0 {
+		ps.decSent = max(ps.decSent, decided)
+	}
 	if confirm {
 		// Recorded here, under the lock, so that a confirmation read
 		// meanwhile never takes these records for passed over.
 		pid = nextPID()
-		ps.frames = append(ps.frames, sentFrame{pid: pid, lastSeq: ps.sent, dones: dones})
+		ps.frames = append(ps.frames, sentFrame{pid: pid, lastSeq: ps.sent, dones: dones, decided: decided})
 	} else if len(ps.frames) == 0 && ps.cursor < ps.sent {
 		// Everything up to sent was passed over: nothing to wait for.
 		o.advanceLocked(ps, ps.sent)
@@ -468,6 +531,10 @@ func (o *outbox) confirm(name string, ps *peerStream, pid uint16, stale bool) bo
 	}
 	f := ps.frames[i]
 	ps.frames = ps.frames[i+1:]
+	if f.decided > ps.decAcked {
+		ps.decAcked = f.decided
+		o.pruneRefusedLocked()
+	}
 	upTo := f.lastSeq
 	if len(ps.frames) == 0 {
 		upTo = ps.sent // the rest up to sent was passed over
@@ -549,6 +616,7 @@ func (e *entry) repFor(peer string, wr *wire.Rep) (*wire.Rep, bool) {
 	*wr = wire.Rep{Copy: copy, CopyOnly: r.copyOnly}
 	if copy {
 		wr.Partition, wr.Epoch, wr.PacketID = r.partition, r.epoch, r.pid
+		wr.Decide = r.q != nil && !r.copyOnly
 	}
 	if r.origin.origin != "" {
 		wr.Origin, wr.OriginBoot, wr.OriginSeq, wr.At = r.origin.origin, r.origin.boot, r.origin.seq, r.at
@@ -597,6 +665,7 @@ func (o *outbox) setUp(ps *peerStream, up bool) {
 	}
 	ps.beDropped += uint64(len(ps.be))
 	ps.be, ps.beBytes, ps.frames, ps.ctl, ps.sent = nil, 0, nil, nil, ps.cursor
+	ps.decSent = ps.decAcked // the next connection carries them again
 	o.mu.Unlock()
 	// The peer no longer counts on what this node announced on that
 	// connection (it takes everything until the next snapshot): nothing
@@ -617,4 +686,136 @@ func (o *outbox) stats(ps *peerStream) queueStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return queueStats{Backlog: int(o.head() - ps.cursor), Dropped: ps.dropped, BeDropped: ps.beDropped}
+}
+
+// decidedLocked moves decided past every record whose quorum write is
+// decided (or that has none) and returns it.
+func (o *outbox) decidedLocked() uint64 {
+	o.decided = max(o.decided, o.base)
+	for o.decided < o.head() {
+		if q := o.entries[o.decided-o.base].rep.quorum(); q != nil && q.state.Load() == qPending {
+			break
+		}
+		o.decided++
+	}
+	return o.decided
+}
+
+// decisionsLocked is what ps's next header carries: the decided position
+// and the refused records after what ps was sent already (at most
+// wire's bound: the position then stops at the last one named).
+func (o *outbox) decisionsLocked(ps *peerStream) (uint64, []uint64) {
+	decided := o.decidedLocked()
+	if len(o.refused) == 0 || o.refused[len(o.refused)-1] <= ps.decSent {
+		return decided, nil
+	}
+	i, _ := slices.BinarySearch(o.refused, ps.decSent+1)
+	j, _ := slices.BinarySearch(o.refused, decided+1)
+	if j-i > maxHeaderRefused {
+		j = i + maxHeaderRefused
+		decided = o.refused[j-1]
+	}
+	return decided, o.refused[i:j:j]
+}
+
+// maxHeaderRefused is wire's bound on a header's refused list.
+const maxHeaderRefused = 4096
+
+// refuse decides q refused, unless it was decided already, and reports
+// whether it did. Under mu, so that a header never covers a refused
+// record without naming it.
+func (o *outbox) refuse(q *quorumWrite) bool {
+	o.mu.Lock()
+	if !q.state.CompareAndSwap(qPending, qRefused) {
+		o.mu.Unlock()
+		return false
+	}
+	seq := q.seq.Load()
+	if seq > o.base && seq <= o.head() {
+		i, found := slices.BinarySearch(o.refused, seq)
+		if !found {
+			o.refused = slices.Insert(o.refused, i, seq)
+		}
+		if len(o.refused) > maxRefusedKept {
+			o.refused = slices.Delete(o.refused, 0, len(o.refused)-maxRefusedKept)
+		}
+		if o.store != nil {
+			o.store.putRefused(seq) // after its record, in the same order: a restart names it again
+		}
+	}
+	o.mu.Unlock()
+	return true
+}
+
+// pruneRefusedLocked forgets the refused records every peer confirmed a
+// header for.
+func (o *outbox) pruneRefusedLocked() {
+	if len(o.refused) == 0 {
+		return
+	}
+	low := o.refused[len(o.refused)-1]
+	for _, ps := range o.peers {
+		low = min(low, ps.decAcked)
+	}
+	for _, d := range o.absentDec {
+		low = min(low, d)
+	}
+	for name := range o.absent {
+		if _, ok := o.absentDec[name]; !ok {
+			return // a peer from before a restart: nothing known
+		}
+	}
+	i, found := slices.BinarySearch(o.refused, low)
+	if found {
+		i++
+	}
+	if i > 0 {
+		o.refused = slices.Delete(o.refused, 0, i)
+	}
+}
+
+// originMark starts the stored value of a record another node accepted
+// (a replay): its partition and origin identity, then the message.
+const originMark = 0xfe
+
+func appendOriginRecord(dst []byte, r *repInfo, msg []byte) []byte {
+	dst = append(dst, originMark)
+	dst = binary.AppendUvarint(dst, uint64(r.partition))
+	dst = binary.AppendUvarint(dst, uint64(len(r.origin.origin)))
+	dst = append(dst, r.origin.origin...)
+	dst = binary.AppendUvarint(dst, r.origin.boot)
+	dst = binary.AppendUvarint(dst, r.origin.seq)
+	dst = binary.AppendUvarint(dst, uint64(r.at))
+	return append(dst, msg...)
+}
+
+// parseOriginRecord reads a value appendOriginRecord wrote; ok is false
+// for any other value (a message: wire's flags never set bits 6-7).
+func parseOriginRecord(v []byte) (r *repInfo, msg []byte, ok bool) {
+	if len(v) == 0 || v[0] != originMark {
+		return nil, nil, false
+	}
+	v = v[1:]
+	next := func() uint64 {
+		x, n := binary.Uvarint(v)
+		if n <= 0 {
+			ok = false
+			return 0
+		}
+		v = v[n:]
+		return x
+	}
+	ok = true
+	part := next()
+	n := next()
+	if !ok || n > uint64(len(v)) || part > 1<<32-1 {
+		return nil, nil, false
+	}
+	r = &repInfo{partition: uint32(part)}
+	r.origin.origin, v = string(v[:n]), v[n:]
+	r.origin.boot, r.origin.seq, r.at = next(), next(), int64(next())
+	if !ok || r.origin.origin == "" {
+		return nil, nil, false
+	}
+	return r, v, true
 }

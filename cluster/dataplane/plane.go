@@ -167,6 +167,7 @@ func New(opts Options) (*Plane, error) {
 			p.recv.senders[sender] = s
 		}
 		p.recv.store = st
+		p.restoreHeld()
 	}
 	p.out = newOutbox(opts.ForwardQueueEntries, p.store)
 	p.retained = newRetainedVersions(p.store)
@@ -180,7 +181,7 @@ func New(opts Options) (*Plane, error) {
 		if rep.CompactEvery <= 0 {
 			rep.CompactEvery = 50000
 		}
-		p.gate = &quorumGate{opts: *rep, started: time.Now(), wake: p.out.wakeAll}
+		p.gate = &quorumGate{opts: *rep, started: time.Now(), wake: p.out.wakeAll, refuse: p.out.refuse}
 		p.copies = newCopyLog(rep.CompactEvery, p.store)
 		p.recv.replays.init(replayedMax)
 		if opts.Trace != nil {

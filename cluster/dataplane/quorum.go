@@ -99,11 +99,15 @@ func (q *quorumWrite) ack() {
 // finish answers the publisher once: nil lets it through (routed and
 // acknowledged), an error refuses it.
 func (q *quorumWrite) finish(err error, reason string) {
-	st := int32(qAcked)
-	if err != nil {
-		st = qRefused
-	}
-	if !q.state.CompareAndSwap(qPending, st) {
+	if err == nil {
+		if !q.state.CompareAndSwap(qPending, qAcked) {
+			return
+		}
+	} else if q.g.refuse != nil {
+		if !q.g.refuse(q) {
+			return
+		}
+	} else if !q.state.CompareAndSwap(qPending, qRefused) {
 		return
 	}
 	if q.g.wake != nil {
@@ -168,6 +172,9 @@ type quorumGate struct {
 
 	// wake signals every peer's stream (a write was decided); set by New.
 	wake func()
+	// refuse decides a write refused (outbox.refuse), so that the copies
+	// holding it learn it; set by New.
+	refuse func(*quorumWrite) bool
 	// fenced: no contact with the leader (Options.InContact), set by the sweep.
 	fenced atomic.Bool
 }
@@ -468,6 +475,13 @@ type ReplicationStatus struct {
 	// QoS2Resent counts QoS 2 resends (DUP) after a failover that this
 	// node recognised from its copy and did not deliver again.
 	QoS2Resent uint64 `json:"qos2ResendsRecognised"`
+	// Held is the copies here whose delivery waits for their origin's
+	// decision now (two-phase delivery); Released counts those delivered
+	// once acknowledged (or once their origin left the map), RefusedDropped
+	// those dropped because their write was refused.
+	Held           int64  `json:"heldCopies"`
+	Released       uint64 `json:"heldReleased"`
+	RefusedDropped uint64 `json:"refusedCopiesDropped"`
 	// Filling is the new copies this node, their owner, fills now.
 	Filling []FillStatus `json:"filling,omitempty"`
 }
@@ -489,7 +503,8 @@ func (p *Plane) ReplicationStatus() *ReplicationStatus {
 	st := &ReplicationStatus{QuorumGate: g.opts.Gate, TimeoutMs: g.opts.Timeout.Milliseconds(), Window: g.opts.Window,
 		InFlight: g.pending.Load(), Acknowledged: g.ok.Load(), Failures: g.failures(), Copies: p.copies.counts(),
 		Copied: p.recv.copied.Load(), StaleCopies: p.recv.staleCopies.Load(),
-		ReplayedOut: p.replayedOut.Load(), ReplayDuplicates: p.recv.replayDups.Load(), QoS2Resent: p.qos2Resent.Load()}
+		ReplayedOut: p.replayedOut.Load(), ReplayDuplicates: p.recv.replayDups.Load(), QoS2Resent: p.qos2Resent.Load(),
+		Held: p.recv.held.Load(), Released: p.recv.released.Load(), RefusedDropped: p.recv.refusedDrop.Load()}
 	if m := g.pmap.Load(); m != nil {
 		st.MapVersion = m.Version
 	}

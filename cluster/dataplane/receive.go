@@ -3,6 +3,7 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,9 @@ type receiver struct {
 
 	replays     replaySet     // other nodes' records delivered here from a replay
 	copied      atomic.Uint64 // records stored as a partition copy
+	held        atomic.Int64  // copies whose delivery waits for their origin's decision now
+	released    atomic.Uint64 // held copies delivered once their write was acknowledged
+	refusedDrop atomic.Uint64 // held copies dropped: their write was refused
 	staleCopies atomic.Uint64 // copies refused: written in an epoch that is over
 	replayDups  atomic.Uint64 // replay copies of records delivered already, dropped
 }
@@ -55,6 +59,72 @@ type senderState struct {
 	durBoot uint64
 	durable uint64 // highest record of durBoot whose writes finished
 	waits   []dupWait
+
+	// held are the copies from this sender not delivered yet, in order:
+	// their quorum write is not decided (two-phase delivery); under mu.
+	held []heldRec
+}
+
+// heldRec is a copy whose delivery waits for its origin's decision.
+type heldRec struct {
+	id     copyID
+	part   uint32
+	key    uint64   // in the partition's copy log
+	enc    []byte   // the message (wire.AppendMessage), this node's own bytes
+	groups []string // the shared subscriptions it is delivered to (lost across a restart)
+	client string   // a QoS 2 message's publisher and packet id (for the QoS 2 index)
+	pid    uint16
+}
+
+// addHeld appends hs (in stream order) to s.held, except those held
+// already (a frame resent). The caller holds mu.
+func (s *senderState) addHeld(hs []heldRec) int {
+	n := 0
+	for _, h := range hs {
+		if k := len(s.held); k > 0 && !heldBefore(s.held[k-1].id, h.id) {
+			if slices.ContainsFunc(s.held, func(x heldRec) bool { return x.id == h.id }) {
+				continue
+			}
+		}
+		s.held = append(s.held, h)
+		n++
+	}
+	return n
+}
+
+func heldBefore(a, b copyID) bool { return a.boot < b.boot || (a.boot == b.boot && a.seq < b.seq) }
+
+// decide applies a header's decisions to s.held: the records of an older
+// boot (undecidable now: delivered) and those up to decided are released,
+// the refused ones dropped. The caller holds mu.
+func (s *senderState) decide(boot, decided uint64, refused []uint64) (release, drop []heldRec) {
+	keep := s.held[:0]
+	for _, h := range s.held {
+		switch {
+		case h.id.boot < boot:
+			release = append(release, h)
+		case h.id.boot > boot:
+			keep = append(keep, h)
+		case slices.Contains(refused, h.id.seq):
+			drop = append(drop, h)
+		case h.id.seq <= decided:
+			release = append(release, h)
+		default:
+			keep = append(keep, h)
+		}
+	}
+	clear(s.held[len(keep):])
+	s.held = keep
+	return release, drop
+}
+
+// mayDecide reports whether a header with these decisions changes s.held.
+func (s *senderState) mayDecide(boot, decided uint64, refused []uint64) bool {
+	if len(s.held) == 0 {
+		return false
+	}
+	h := s.held[0].id
+	return h.boot < boot || (h.boot == boot && h.seq <= decided) || len(refused) > 0
 }
 
 // dupWait is a resent frame waiting for the writes of its records.
@@ -189,7 +259,9 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	defer s.mark()
 	prevSeq := s.lastSeq // restored when the frame's deliveries fail, so its resend is taken
 	var batch, retain []*broker.Message
+	var batchSeqs []uint64 // each batch message's number in the sender's stream
 	var copies map[uint32][]copyRec
+	var holds []holdRef // copies of this frame whose delivery waits for a decision
 	var maxSeq uint64
 	stale := false
 	now := time.Now().UnixNano()
@@ -223,21 +295,30 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			}
 			if rp.Copy {
 				if p.gate.fenced.Load() || (rp.Epoch < p.gate.epoch(rp.Partition) && !p.gate.replica(rp.Partition, p.opts.NodeName)) {
-					stale = true // delivered all the same: the sender may get its majority elsewhere
+					// Not counted (the answer says so), but stored and
+					// delivered as any copy: the sender may get its
+					// majority elsewhere.
+					stale = true
 					r.staleCopies.Add(1)
 					p.trace.event(TraceEvent{Event: "staleCopy", Client: d.Msg.ClientID, Topic: d.Msg.Topic, Partition: rp.Partition,
 						Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq, Reason: fmt.Sprintf("epoch %d here", p.gate.epoch(rp.Partition))})
-				} else {
-					if copies == nil {
-						copies = map[uint32][]copyRec{}
-					}
-					cr := copyRec{id: id, at: at, epoch: rp.Epoch, msg: append([]byte(nil), enc...)}
-					if rp.PacketID != 0 {
-						cr.pid, cr.client, cr.sum = rp.PacketID, d.Msg.ClientID, qos2Sum(d.Msg.Topic, d.Msg.Payload)
-					}
-					copies[rp.Partition] = append(copies[rp.Partition], cr)
-					p.trace.event(TraceEvent{Event: "copy", Client: d.Msg.ClientID, Topic: d.Msg.Topic, QoS: d.Msg.QoS,
-						Partition: rp.Partition, Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq})
+				}
+				if copies == nil {
+					copies = map[uint32][]copyRec{}
+				}
+				cr := copyRec{id: id, at: at, epoch: rp.Epoch, msg: append([]byte(nil), enc...)}
+				if rp.PacketID != 0 {
+					cr.pid, cr.client, cr.sum = rp.PacketID, d.Msg.ClientID, qos2Sum(d.Msg.Topic, d.Msg.Payload)
+				}
+				cr.hold = rp.Decide && !rp.CopyOnly && rp.Origin == ""
+				copies[rp.Partition] = append(copies[rp.Partition], cr)
+				p.trace.event(TraceEvent{Event: "copy", Client: d.Msg.ClientID, Topic: d.Msg.Topic, QoS: d.Msg.QoS,
+					Partition: rp.Partition, Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq})
+				if cr.hold {
+					// Delivered once its origin says the write was
+					// acknowledged, never if it was refused.
+					holds = append(holds, holdRef{part: rp.Partition, i: len(copies[rp.Partition]) - 1, groups: rec.Groups})
+					continue
 				}
 			}
 			if rp.CopyOnly {
@@ -263,18 +344,13 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			continue
 		}
 		d.Msg.PeerGroups = rec.Groups
-		if d.Msg.Retain && !p.retained.accept(d.Msg.Topic, d.Version) {
-			r.staleRetained.Add(1)
-			if d.StoreOnly {
-				continue // this node holds a newer value
-			}
-			d.Msg.Retain = false // delivered, not stored over the newer value
-		}
-		if d.StoreOnly {
+		switch p.prepare(&d) {
+		case toStore:
 			retain = append(retain, d.Msg)
-			continue
+		case toDeliver:
+			batch = append(batch, d.Msg)
+			batchSeqs = append(batchSeqs, seq)
 		}
-		batch = append(batch, d.Msg)
 	}
 	if err != nil {
 		r.corrupt.Add(1)
@@ -314,7 +390,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 		return err
 	}
-	if len(batch) == 0 && len(retain) == 0 && len(copies) == 0 {
+	if len(batch) == 0 && len(retain) == 0 && len(copies) == 0 && !s.mayDecide(h.Boot, h.Decided, h.Refused) {
 		if m.QoS == 1 && maxSeq > 0 && upTo == prevSeq && !s.covered(boot, min(maxSeq, upTo), res) {
 			return broker.ErrDeferred // its records' first writes have not finished yet
 		}
@@ -346,20 +422,57 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 	}
 	left.Store(1)
-	starts := []func() bool{
-		func() bool { return len(batch) > 0 && p.opts.Broker.DeliverBatch(batch, done) },
-		func() bool { return len(retain) > 0 && p.opts.Broker.StoreRetainedBatch(retain, done) },
-	}
-	for part, recs := range copies {
-		r.copied.Add(uint64(len(recs)))
-		starts = append(starts, func() bool { return p.copies.add(part, recs, done) })
-	}
-	for _, start := range starts {
+	start := func(f func() bool) {
 		left.Add(1)
-		if !start() {
+		if !f() {
 			left.Add(-1)
 		}
 	}
+	// The copies first: their keys name the frame's holds.
+	for part, recs := range copies {
+		r.copied.Add(uint64(len(recs)))
+		start(func() bool { return p.copies.add(part, recs, done) })
+	}
+	if len(holds) > 0 {
+		hs := make([]heldRec, 0, len(holds))
+		for _, hr := range holds {
+			c := &copies[hr.part][hr.i]
+			hs = append(hs, heldRec{id: c.id, part: hr.part, key: c.key, enc: c.msg, groups: hr.groups, client: c.client, pid: c.pid})
+		}
+		r.held.Add(int64(s.addHeld(hs)))
+	}
+	// Then the decisions: what they release is delivered before the
+	// frame's other messages (which come after it in the sender's stream),
+	// what they refuse goes.
+	release, drop := s.decide(h.Boot, h.Decided, h.Refused)
+	settle := func(error) {} // of the released copies, once delivered
+	if len(release)+len(drop) > 0 {
+		r.held.Add(-int64(len(release) + len(drop)))
+		if len(drop) > 0 {
+			r.refusedDrop.Add(uint64(len(drop)))
+			for _, d := range drop {
+				p.trace.event(TraceEvent{Event: "copyRefused", Partition: d.part, Origin: d.id.origin, Seq: d.id.seq,
+					Reason: "its origin refused the write"})
+			}
+			start(func() bool { return p.copies.dropRefused(drop, done) })
+		}
+		if len(release) > 0 {
+			// In the sender's stream order with the frame's other
+			// messages: a record released now may come after some of them
+			// (its partition's copies changed meanwhile).
+			msgs, seqs := p.releasable(release)
+			batch, batchSeqs = mergeBySeq(msgs, seqs, batch, batchSeqs)
+			settle = p.afterRelease(s, release)
+		}
+	}
+	start(func() bool {
+		if len(batch) > 0 && p.opts.Broker.DeliverBatch(batch, func(err error) { settle(err); done(err) }) {
+			return true
+		}
+		settle(nil) // delivered, nothing to wait for
+		return false
+	})
+	start(func() bool { return len(retain) > 0 && p.opts.Broker.StoreRetainedBatch(retain, done) })
 	if left.Add(-1) == 0 {
 		err := result() // everything is durable already
 		settled(err)
@@ -410,4 +523,173 @@ func (s *replaySet) add(id copyID) {
 	}
 	s.n.Store(int32(len(s.ids)))
 	s.mu.Unlock()
+}
+
+// holdRef is a copy of the frame being received that is held: its place
+// in the frame's copies.
+type holdRef struct {
+	part   uint32
+	i      int
+	groups []string
+}
+
+// What prepare decided for a message from a peer.
+const (
+	toDeliver = iota // to the subscribers (and the retained store)
+	toStore          // to the retained store only
+	toSkip           // nowhere: the retained store holds a newer value
+)
+
+// prepare checks a message from a peer against the retained versions
+// held here.
+func (p *Plane) prepare(d *wire.Decoded) int {
+	if d.Msg.Retain && !p.retained.accept(d.Msg.Topic, d.Version) {
+		p.recv.staleRetained.Add(1)
+		if d.StoreOnly {
+			return toSkip // this node holds a newer value
+		}
+		d.Msg.Retain = false // delivered, not stored over the newer value
+	}
+	if d.StoreOnly {
+		return toStore
+	}
+	return toDeliver
+}
+
+// releasable is the messages of released held copies, with their
+// numbers in their sender's stream.
+func (p *Plane) releasable(hs []heldRec) ([]*broker.Message, []uint64) {
+	batch := make([]*broker.Message, 0, len(hs))
+	seqs := make([]uint64, 0, len(hs))
+	for _, h := range hs {
+		d, err := wire.DecodeMessage(h.enc)
+		if err != nil {
+			continue
+		}
+		d.Msg.PeerGroups = h.groups
+		if p.prepare(&d) == toDeliver {
+			batch = append(batch, d.Msg)
+			seqs = append(seqs, h.id.seq)
+		}
+	}
+	p.recv.released.Add(uint64(len(hs)))
+	p.recv.messages.Add(uint64(len(batch)))
+	return batch, seqs
+}
+
+// mergeBySeq merges two message lists, each in stream order, into one.
+func mergeBySeq(a []*broker.Message, as []uint64, b []*broker.Message, bs []uint64) ([]*broker.Message, []uint64) {
+	if len(b) == 0 {
+		return a, as
+	}
+	out := make([]*broker.Message, 0, len(a)+len(b))
+	outs := make([]uint64, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if j == len(b) || (i < len(a) && as[i] <= bs[j]) {
+			out, outs = append(out, a[i]), append(outs, as[i])
+			i++
+		} else {
+			out, outs = append(out, b[j]), append(outs, bs[j])
+			j++
+		}
+	}
+	return out, outs
+}
+
+// release delivers held copies whose write was acknowledged (or can no
+// longer be decided) and, once that is durable, forgets them in the held
+// bucket; done, when it returns true, runs then. A failed delivery holds
+// them again, for the next decision.
+func (p *Plane) release(s *senderState, hs []heldRec, done func(error)) bool {
+	batch, _ := p.releasable(hs)
+	after := p.afterRelease(s, hs)
+	if len(batch) > 0 && p.opts.Broker.DeliverBatch(batch, func(err error) { after(err); done(err) }) {
+		return true
+	}
+	after(nil)
+	return false
+}
+
+// afterRelease is what follows the delivery of released copies hs: on
+// success they leave the held bucket, on failure they are held again.
+func (p *Plane) afterRelease(s *senderState, hs []heldRec) func(error) {
+	return func(err error) {
+		if err != nil {
+			// Not on the broker's goroutine: receive holds s.mu while it
+			// may wait for it.
+			go func() {
+				s.mu.Lock()
+				p.recv.held.Add(int64(s.addHeld(hs)))
+				slices.SortFunc(s.held, func(a, b heldRec) int {
+					if heldBefore(a.id, b.id) {
+						return -1
+					}
+					return 1
+				})
+				s.mu.Unlock()
+			}()
+		} else if p.store != nil {
+			p.store.dropHeld(hs, false, nil)
+		}
+	}
+}
+
+// holding is the senders with held copies.
+func (r *receiver) holding() []string {
+	if r.held.Load() == 0 {
+		return nil
+	}
+	r.mu.Lock() // not held with a sender's mu: that one comes first
+	senders := make(map[string]*senderState, len(r.senders))
+	for name, s := range r.senders {
+		senders[name] = s
+	}
+	r.mu.Unlock()
+	var out []string
+	for name, s := range senders {
+		s.mu.Lock()
+		if len(s.held) > 0 {
+			out = append(out, name)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// releaseFrom delivers every copy held from origin: it left the partition
+// map, so its decisions will not come (what it acknowledged must not be
+// lost; what it had not, its publisher sends again).
+func (p *Plane) releaseFrom(origin string) {
+	r := &p.recv
+	r.mu.Lock()
+	s := r.senders[origin]
+	r.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	hs := s.held
+	s.held = nil
+	if len(hs) > 0 {
+		r.held.Add(-int64(len(hs)))
+		p.release(s, hs, func(error) {})
+		p.log.Info("a node left the partition map: delivered the copies held for its decision", "node", origin, "records", len(hs))
+	}
+	s.mu.Unlock()
+}
+
+// restoreHeld takes up the copies held when this node stopped.
+func (p *Plane) restoreHeld() {
+	hs := p.store.loadHeld()
+	r := &p.recv
+	for _, h := range hs {
+		s := r.senders[h.id.origin]
+		if s == nil {
+			s = &senderState{}
+			r.senders[h.id.origin] = s
+		}
+		s.held = append(s.held, h)
+	}
+	r.held.Store(int64(len(hs)))
 }

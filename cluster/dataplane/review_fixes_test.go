@@ -41,7 +41,7 @@ func reviewPlane(t *testing.T, name, dir string, fq int, rep *Replication, peers
 
 func takeFor(p *Plane, name string) (pid uint16, seqs []uint64, payloads []string, reps []*wire.Rep) {
 	ps := p.out.peers[name]
-	pid, _ = p.out.take(ps, 1<<20, func(string) bool { return true }, func(seq uint64, msg []byte, _ []string, r *wire.Rep) int {
+	pid, _ = p.out.take(ps, 1<<20, noHead, func(string) bool { return true }, func(seq uint64, msg []byte, _ []string, r *wire.Rep) int {
 		seqs = append(seqs, seq)
 		if d, err := wire.DecodeMessage(msg); err == nil {
 			payloads = append(payloads, string(d.Msg.Payload))

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ var (
 	bucketInbox   = []byte("inbox")    // sender name → boot, highest seq delivered from it
 	bucketRetain  = []byte("retained") // topic → version of the retained value stored (counter, node)
 	bucketCopies  = []byte("copies")   // partition (4 bytes) + key (8 bytes) → a record of its copy (copies.go)
+	bucketHeld    = []byte("held")     // origin, 0, boot, seq → its copies key: copies not delivered yet (heldKey)
 	keyBoot       = []byte("boot")
 	keyBase       = []byte("base")
 	keyLease      = []byte("lease") // the highest record number reserved: peers may hold numbers up to it
@@ -44,6 +46,8 @@ type store struct {
 	inbox          map[string][2]uint64
 	versions       map[string]wire.Version
 	copies         []pendingCopies
+	heldGone       [][]byte // keys of the held bucket to delete
+	copiesGone     [][]byte // keys of the copies bucket to delete (refused)
 	leaseTo        uint64
 	closed         bool
 	kick           chan struct{}
@@ -64,7 +68,7 @@ func openStore(path string) (*store, error) {
 	s := &store{db: db, pendingCursors: map[string]uint64{}, inbox: map[string][2]uint64{}, versions: map[string]wire.Version{},
 		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies} {
+		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -106,7 +110,14 @@ func (s *store) loadOutbox() (base uint64, entries []entry) {
 				// Numbers skipped after a restart (the lease): placeholders.
 				entries = append(entries, entry{seq: entries[len(entries)-1].seq + 1, only: noPeer})
 			}
+			if bytes.Equal(v, refusedMark) {
+				entries = append(entries, entry{seq: seq, only: refusedOnly})
+				continue
+			}
 			e := entry{seq: seq, msg: append([]byte(nil), v...)}
+			if rep, msg, ok := parseOriginRecord(e.msg); ok {
+				e.rep, e.msg = rep, msg
+			}
 			if len(v) == 0 {
 				e.only = "\x00" // a volatile record's placeholder: for no peer
 				entries = append(entries, e)
@@ -181,6 +192,16 @@ func (s *store) put(seq uint64, msg []byte, done func(error)) {
 	}
 }
 
+// putRefused queues replacing record seq by refusedMark: its quorum
+// write was refused.
+func (s *store) putRefused(seq uint64) {
+	s.queue(func() {
+		if !s.closed {
+			s.records = append(s.records, pendingRecord{seq: seq, msg: refusedMark})
+		}
+	})
+}
+
 // trim queues deleting the records up to base.
 func (s *store) trim(base uint64) { s.queue(func() { s.trimTo = max(s.trimTo, base) }) }
 
@@ -243,16 +264,16 @@ func (s *store) run() {
 	for range s.kick {
 		s.mu.Lock()
 		records, dones, trimTo, cursors, inbox, versions, closed := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.versions, s.closed
-		copies, leaseTo := s.copies, s.leaseTo
-		s.records, s.dones, s.copies, s.leaseTo = nil, nil, nil, 0
+		copies, leaseTo, heldGone, copiesGone := s.copies, s.leaseTo, s.heldGone, s.copiesGone
+		s.records, s.dones, s.copies, s.leaseTo, s.heldGone, s.copiesGone = nil, nil, nil, 0, nil, nil
 		s.pendingCursors, s.inbox, s.versions = map[string]uint64{}, map[string][2]uint64{}, map[string]wire.Version{}
 		s.mu.Unlock()
-		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 || len(dones) > 0 || leaseTo > 0 {
+		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 || len(dones) > 0 || leaseTo > 0 || len(heldGone) > 0 {
 			err := s.db.Update(func(tx *bolt.Tx) error {
 				if err := commit(tx, records, trimTo, cursors, inbox); err != nil {
 					return err
 				}
-				if err := commitCopies(tx, copies); err != nil {
+				if err := commitCopies(tx, copies, heldGone, copiesGone); err != nil {
 					return err
 				}
 				if leaseTo > 0 {

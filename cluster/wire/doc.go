@@ -8,10 +8,14 @@
 //
 // A frame is the payload of one PUBLISH on a link (see cluster/dataplane):
 //
-//	byte     format, 1
+//	byte     format, 3
 //	string   sender: the NodeName of the node that sent it
 //	uvarint  boot: the sender's incarnation (Unix ns when its data plane
 //	         started); reliable sequence numbers restart with it
+//	uvarint  decided: every quorum write of the sender's stream up to it
+//	         is decided
+//	uvarint  n, then n ascending uvarints: the refused ones among them
+//	         that the receiver may hold (at most 4096)
 //	record*  until the end of the frame:
 //	  uvarint  seq: the record's number in the sender's reliable stream
 //	           (1, 2, ...), 0 for a best-effort or control record

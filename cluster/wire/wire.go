@@ -10,8 +10,9 @@ import (
 )
 
 // Format is the frame format this package writes and reads. Format 2
-// added each record's replication part (Rep).
-const Format = 2
+// added each record's replication part (Rep), format 3 the header's
+// decisions (Decided, Refused) and the Decide flag.
+const Format = 3
 
 // ErrCorrupt is returned for bytes that are not a frame or a message.
 var ErrCorrupt = errors.New("wire: corrupt data-plane frame")
@@ -30,13 +31,35 @@ const (
 type Header struct {
 	Sender string
 	Boot   uint64
+	// Decided: every quorum write of the sender's stream numbered up to
+	// Decided was decided, acknowledged or refused; Refused lists the
+	// refused ones the receiver may hold (ascending). A copy delivers a
+	// record marked Decide only once Decided covers it, and never a
+	// refused one (two-phase delivery, see cluster/dataplane).
+	Decided uint64
+	Refused []uint64
 }
 
-// AppendHeader appends a frame's header to dst.
+// maxRefused bounds a header's Refused list.
+const maxRefused = 4096
+
+// AppendHeader appends a frame's header to dst, without decisions.
 func AppendHeader(dst []byte, sender string, boot uint64) []byte {
+	return AppendHeaderDecided(dst, sender, boot, 0, nil)
+}
+
+// AppendHeaderDecided appends a frame's header with the sender's
+// decisions to dst; refused must be ascending, at most 4096 numbers.
+func AppendHeaderDecided(dst []byte, sender string, boot, decided uint64, refused []uint64) []byte {
 	dst = append(dst, Format)
 	dst = appendString(dst, sender)
-	return binary.AppendUvarint(dst, boot)
+	dst = binary.AppendUvarint(dst, boot)
+	dst = binary.AppendUvarint(dst, decided)
+	dst = binary.AppendUvarint(dst, uint64(len(refused)))
+	for _, r := range refused {
+		dst = binary.AppendUvarint(dst, r)
+	}
+	return dst
 }
 
 // AppendRecord appends one record, a message encoded by AppendMessage
@@ -107,7 +130,18 @@ func ParseHeader(frame []byte) (Header, []byte, error) {
 	if f := r.byte(); r.err == nil && f != Format {
 		return Header{}, nil, fmt.Errorf("%w: format %d, want %d", ErrCorrupt, f, Format)
 	}
-	h := Header{Sender: r.string(), Boot: r.uvarint()}
+	h := Header{Sender: r.string(), Boot: r.uvarint(), Decided: r.uvarint()}
+	if n := r.count(1); n > maxRefused {
+		r.fail("refused list")
+	} else if n > 0 {
+		h.Refused = make([]uint64, n)
+		for i := range h.Refused {
+			h.Refused[i] = r.uvarint()
+			if i > 0 && h.Refused[i] <= h.Refused[i-1] {
+				r.fail("refused list order")
+			}
+		}
+	}
 	if r.err != nil {
 		return Header{}, nil, r.err
 	}
@@ -129,7 +163,7 @@ type Record struct {
 // copies):
 //
 //	byte     flags: bit 0 Copy, bit 1 origin follows, bit 2 CopyOnly,
-//	         bit 3 packet id follows
+//	         bit 3 packet id follows, bit 4 Decide
 //	if Copy:      uvarint partition, uvarint epoch
 //	if packet id: uvarint packet id
 //	if origin:    string origin, uvarint boot, uvarint seq, uvarint at
@@ -142,6 +176,10 @@ type Rep struct {
 	Epoch     uint64
 	// CopyOnly: stored as a copy, not delivered (filling a new copy).
 	CopyOnly bool
+	// Decide: the sender decides the record's quorum write; a copy holds
+	// its delivery until a header's Decided covers it, and drops it if
+	// the write was refused.
+	Decide bool
 	// PacketID is a QoS 2 message's packet identifier at its publisher:
 	// with the publisher's client id it lets a copy recognise the message
 	// resent (DUP) on another node after a failover. 0: none.
@@ -160,7 +198,8 @@ const (
 	repOrigin   = 0x02
 	repCopyOnly = 0x04
 	repPacketID = 0x08
-	repKnown    = repCopy | repOrigin | repCopyOnly | repPacketID
+	repDecide   = 0x10
+	repKnown    = repCopy | repOrigin | repCopyOnly | repPacketID | repDecide
 )
 
 func (r *Rep) flags() byte {
@@ -176,6 +215,9 @@ func (r *Rep) flags() byte {
 	}
 	if r.PacketID != 0 {
 		f |= repPacketID
+	}
+	if r.Decide {
+		f |= repDecide
 	}
 	return f
 }
@@ -217,6 +259,7 @@ func NextRecord(records []byte) (Record, []byte, error) {
 		}
 	}
 	rec.Rep.CopyOnly = f&repCopyOnly != 0
+	rec.Rep.Decide = f&repDecide != 0
 	if r.err != nil {
 		return Record{}, nil, r.err
 	}

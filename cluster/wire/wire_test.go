@@ -62,7 +62,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Fatalf("frame of %d bytes, sizes add up to %d", got, want)
 	}
 	h, rest, err := ParseHeader(f)
-	if err != nil || h != (Header{Sender: "broker-a", Boot: 42}) {
+	if err != nil || !reflect.DeepEqual(h, Header{Sender: "broker-a", Boot: 42}) {
 		t.Fatalf("header %+v %v", h, err)
 	}
 	var recs []Record
@@ -193,5 +193,27 @@ func TestRecordReplicationPart(t *testing.T) {
 	bad[len(bad)-1] = 0x80
 	if _, _, err := NextRecord(bad); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("unknown record flag: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestHeaderDecisions(t *testing.T) {
+	f := AppendHeaderDecided(nil, "broker-a", 42, 99, []uint64{3, 17, 98})
+	h, rest, err := ParseHeader(f)
+	if err != nil || len(rest) != 0 || !reflect.DeepEqual(h, Header{Sender: "broker-a", Boot: 42, Decided: 99, Refused: []uint64{3, 17, 98}}) {
+		t.Fatalf("header %+v %v", h, err)
+	}
+	for name, bad := range map[string][]byte{
+		"unordered": AppendHeaderDecided(nil, "a", 1, 9, []uint64{5, 5}),
+		"truncated": AppendHeaderDecided(nil, "a", 1, 9, []uint64{5, 6})[:7],
+		"too many":  append(AppendHeaderDecided(nil, "a", 1, 9, nil)[:5], 0x81, 0x40), // 8193 numbers claimed
+	} {
+		if _, _, err := ParseHeader(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+	rec := AppendRecordRep(nil, 5, []byte("m"), nil, &Rep{Copy: true, Partition: 2, Epoch: 3, Decide: true})
+	got, _, err := NextRecord(rec)
+	if err != nil || !got.Rep.Decide || !got.Rep.Copy || got.Rep.CopyOnly {
+		t.Fatalf("record %+v %v", got, err)
 	}
 }
