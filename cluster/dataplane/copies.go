@@ -135,10 +135,15 @@ func (l *copyLog) part(p uint32) *partCopy {
 func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	l.mu.Lock()
 	pc := l.part(p)
-	keys := make([]uint64, len(recs))
+	var keys []uint64
+	if l.store != nil {
+		keys = make([]uint64, len(recs))
+	}
 	for i := range recs {
 		pc.last++
-		keys[i] = pc.last
+		if keys != nil {
+			keys[i] = pc.last
+		}
 		recs[i].key = pc.last
 		if recs[i].pid != 0 {
 			pc.rememberQoS2(&recs[i])
@@ -163,6 +168,30 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	}
 	l.store.putCopies(p, keys, recs, trimTo, done)
 	return true
+}
+
+// addOne is add of one record: without a store it allocates nothing
+// beyond the log's growth.
+func (l *copyLog) addOne(p uint32, rec copyRec, done func(error)) bool {
+	if l.store != nil {
+		return l.add(p, []copyRec{rec}, done)
+	}
+	l.mu.Lock()
+	pc := l.part(p)
+	pc.last++
+	rec.key = pc.last
+	if rec.pid != 0 {
+		pc.rememberQoS2(&rec)
+	}
+	pc.mem = append(pc.mem, rec)
+	if n := pc.count(); n > l.max {
+		drop := n - l.max + l.max/10
+		clear(pc.mem[:drop])
+		pc.mem = pc.mem[drop:]
+		pc.first += uint64(drop)
+	}
+	l.mu.Unlock()
+	return false
 }
 
 // records calls fn with partition p's records from key from on (0: the

@@ -54,6 +54,7 @@ func (p *Plane) SetMap(m partition.Map) {
 	if old := p.gate.pmap.Load(); old != nil && old.Version >= m.Version {
 		return
 	}
+	p.gate.routes.Store(newMapRoutes(&m, p.opts.NodeName))
 	p.gate.pmap.Store(&m)
 	select {
 	case p.fills.kick <- struct{}{}:

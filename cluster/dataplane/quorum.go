@@ -130,6 +130,13 @@ func (q *quorumWrite) finish(err error, reason string) {
 	q.res.Resolve(err)
 }
 
+// quorumRec is a publish's replication part and its quorum write, in one
+// allocation.
+type quorumRec struct {
+	rep repInfo
+	q   quorumWrite
+}
+
 // repInfo is what a reliable record carries for its partition's copies.
 type repInfo struct {
 	partition uint32
@@ -156,12 +163,52 @@ func (r *repInfo) quorum() *quorumWrite {
 	return r.q
 }
 
+// mapRoutes is, per partition of map m, the other replicas (the peers a
+// write goes to as copies) and whether this node is one.
+type mapRoutes struct {
+	m      *partition.Map
+	others [][]string
+	self   []bool
+}
+
+func newMapRoutes(m *partition.Map, me string) *mapRoutes {
+	rt := &mapRoutes{m: m, others: make([][]string, len(m.Partitions)), self: make([]bool, len(m.Partitions))}
+	for i, a := range m.Partitions {
+		for _, n := range a.Replicas {
+			if n == me {
+				rt.self[i] = true
+			} else {
+				rt.others[i] = append(rt.others[i], n)
+			}
+		}
+	}
+	return rt
+}
+
+// routesFor is the routes of partition p in m.
+func (g *quorumGate) routesFor(m *partition.Map, p uint32, a partition.Assignment, me string) (others []string, self bool) {
+	if rt := g.routes.Load(); rt != nil && rt.m == m {
+		return rt.others[p], rt.self[p]
+	}
+	for _, n := range a.Replicas { // the map changed between the two loads
+		if n == me {
+			self = true
+		} else {
+			others = append(others, n)
+		}
+	}
+	return others, self
+}
+
 // quorumGate tracks the publishes waiting for a majority.
 type quorumGate struct {
 	opts    Replication
 	started time.Time
 
 	pmap atomic.Pointer[partition.Map] // the committed map, as this node applied it
+	// routes are pmap's copies per partition as replicate needs them,
+	// computed once per map (SetMap).
+	routes atomic.Pointer[mapRoutes]
 
 	pending atomic.Int64 // publishes waiting
 	ok      atomic.Uint64
@@ -199,8 +246,7 @@ func (g *quorumGate) failures() map[string]uint64 {
 // admit decides whether a publish of clientID may start a quorum write
 // now: it returns the partition, its assignment and the number of
 // confirmations needed, or a refusal (0x97, with its reason text).
-func (g *quorumGate) admit(self, clientID string, up func(peer string) bool) (uint32, partition.Assignment, int, error) {
-	m := g.pmap.Load()
+func (g *quorumGate) admit(m *partition.Map, self, clientID string, up func(peer string) bool) (uint32, partition.Assignment, int, error) {
 	if m == nil || len(m.Partitions) == 0 {
 		if !g.opts.Gate {
 			return 0, partition.Assignment{}, 0, errNoMap
@@ -325,7 +371,8 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 			return broker.ErrDuplicate
 		}
 	}
-	part, a, need, err := g.admit(p.opts.NodeName, m.ClientID, p.peerUp)
+	pm := g.pmap.Load()
+	part, a, need, err := g.admit(pm, p.opts.NodeName, m.ClientID, p.peerUp)
 	if err == errNoMap {
 		// Ungated and no map yet: forwarded as without copies.
 		if p.out.addReliable(enc, m.Topic, m.Retain, groups, nil, r.Resolve) {
@@ -338,19 +385,17 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		return err
 	}
 	now := time.Now()
-	self := false
-	others := make([]string, 0, len(a.Replicas))
-	for _, n := range a.Replicas {
-		if n == p.opts.NodeName {
-			self = true
-		} else {
-			others = append(others, n)
-		}
-	}
-	rep := &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID}
+	others, self := g.routesFor(pm, part, a, p.opts.NodeName)
+	var rep *repInfo
 	var q *quorumWrite
 	if g.opts.Gate {
-		q = &quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g}
+		qr := &quorumRec{rep: repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID},
+			q: quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g}}
+		rep, q = &qr.rep, &qr.q
+	} else {
+		rep = &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID}
+	}
+	if q != nil {
 		if p.trace != nil {
 			q.trace, q.start, q.client, q.topic = p.trace, now, m.ClientID, m.Topic
 		}
@@ -375,11 +420,8 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		onWrite = r.Resolve
 	}
 	seq := p.out.addReplicated(enc, m.Topic, m.Retain, groups, rep, onWrite)
-	if q != nil {
-		q.seq.Store(seq)
-		if p.store == nil {
-			q.ack() // in memory: the stream record is kept already
-		}
+	if q != nil && p.store == nil {
+		q.ack() // in memory: the stream record is kept already (appendLocked numbered q)
 	}
 	p.trace.event(TraceEvent{Event: "publish", Client: m.ClientID, Topic: m.Topic, QoS: m.QoS, Partition: part, Epoch: a.Epoch,
 		Origin: p.opts.NodeName, Seq: seq, Copies: others})
@@ -388,15 +430,9 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 			pid: m.PacketID, client: m.ClientID, sum: sum}
 		var done func(error)
 		if q != nil {
-			done = func(err error) {
-				if err != nil {
-					q.finish(errStoreFailed, failDisk)
-					return
-				}
-				q.ack()
-			}
+			done = onWrite // the same count: one durable write
 		}
-		if !p.copies.add(part, []copyRec{own}, done) && q != nil {
+		if !p.copies.addOne(part, own, done) && q != nil {
 			q.ack() // in memory: kept already
 		}
 	}
