@@ -217,6 +217,9 @@ func (p *Plane) Stop() {
 	for _, l := range links {
 		<-l.done
 	}
+	if p.gate != nil {
+		p.gate.refuseAll("this node is stopping") // their publishers are answered, not left waiting
+	}
 	if p.store != nil {
 		p.store.close()
 	}

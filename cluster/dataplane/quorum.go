@@ -324,6 +324,17 @@ func (g *quorumGate) sweep(now time.Time) {
 	}
 }
 
+// refuseAll refuses every write still waiting (Stop).
+func (g *quorumGate) refuseAll(why string) {
+	g.mu.Lock()
+	waits := g.waits
+	g.waits = nil
+	g.mu.Unlock()
+	for _, q := range waits {
+		q.finish(refusal(why), failNoMajor)
+	}
+}
+
 // replica reports whether the map this node applied places a copy of
 // partition p on node (true without a map: nothing to say otherwise).
 func (g *quorumGate) replica(p uint32, node string) bool {

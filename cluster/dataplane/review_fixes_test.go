@@ -141,3 +141,23 @@ func TestReviewResentCopyConfirmedBeforeDurable(t *testing.T) {
 		t.Fatalf("the resent frame is answered %v at once, while its copy is not on disk yet", err)
 	}
 }
+
+// TestStopAnswersWaitingWrites: a publish still waiting for its majority
+// when the data plane stops is refused (0x97), not left unanswered.
+func TestStopAnswersWaitingWrites(t *testing.T) {
+	rep := &Replication{Gate: true, Timeout: time.Minute}
+	p := reviewPlane(t, "a", t.TempDir(), 8192, rep, []string{"b", "c"}, partition.Assignment{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1})
+	r := make(chanResolver, 1)
+	if err := p.InterceptPublish(&broker.Message{Topic: "t", Payload: []byte("m"), QoS: 1, ClientID: "pub", Origin: broker.OriginClient}, r); err != broker.ErrDeferred {
+		t.Fatal(err)
+	}
+	p.Stop()
+	select {
+	case err := <-r:
+		if err == nil {
+			t.Fatal("a write without its majority acknowledged at Stop")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write waiting at Stop is never answered")
+	}
+}
