@@ -76,7 +76,14 @@
 // out; the hook keeps nothing while the node has no peer at all.
 //
 // Retained messages travel reliably whatever their QoS, so a node that
-// was down gets the retained values published meanwhile.
+// was down gets the retained values published meanwhile. A node without
+// a retained history of its own (in memory, or a new data directory)
+// asks each peer for its whole retained store when the link comes up
+// (retained.go, retainedSync) and holds every SUBACK, and so the retained
+// messages a SUBSCRIBE reads, until each live peer has answered (15 s at
+// most). Versions are a hybrid logical clock (at least the wall clock in
+// microseconds), so what such a node writes before its catch-up arrives
+// still ranks above what it wrote before it went down.
 //
 // # Interest
 //

@@ -277,7 +277,8 @@ func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
 			waits = append(waits, a)
 		}
 	}
-	// done runs once every announcement waited for is over: one count for
+	// done runs once every announcement waited for is over, and this node
+	// holds the cluster's retained messages (retainedSync): one count for
 	// each, and one held here until all are registered.
 	var left atomic.Int32
 	left.Store(1)
@@ -285,6 +286,10 @@ func (p *Plane) SubscriptionsAdded(filters []string, done func()) bool {
 		if left.Add(-1) == 0 {
 			done()
 		}
+	}
+	left.Add(1)
+	if !p.rsync.wait(one) {
+		left.Add(-1)
 	}
 	for _, a := range waits {
 		left.Add(1)
@@ -328,6 +333,7 @@ func (p *Plane) linkUp(ps *peerStream) {
 	}
 	p.out.setUp(ps, true)
 	p.out.addControl(ps, interestMessage(wire.InterestSnapshot, sortedFilters(snap)), nil)
+	p.askRetained(ps)
 	li.mu.Unlock()
 }
 
@@ -451,8 +457,19 @@ func (p *Plane) sharedFor(tp string) map[string][]string {
 }
 
 // heard applies an announcement from sender: a snapshot replaces its
-// filters (only what differs changes), an addition adds to them.
+// filters (only what differs changes), an addition adds to them. It also
+// takes the questions and answers of a retained catch-up (retainedSync).
 func (p *Plane) heard(sender string, op byte, filters []string) {
+	switch op {
+	case wire.RetainedAsk:
+		if p.opts.Reliable {
+			p.retainedAsked(sender)
+		}
+		return
+	case wire.RetainedSent:
+		p.rsync.answeredBy(sender)
+		return
+	}
 	ri := p.remote(sender)
 	ri.mu.Lock()
 	defer ri.mu.Unlock()

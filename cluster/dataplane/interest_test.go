@@ -87,6 +87,7 @@ func confirmAll(t *testing.T, p *Plane, peer string) {
 func TestInterestSecondSubscribeWaitsForAnnouncement(t *testing.T) {
 	p := reviewPlane(t, "a", "", 64, nil, []string{"b", "c"}, partition.Assignment{Owner: "a", Replicas: []string{"a"}, Epoch: 1})
 	defer p.Stop()
+	retainedDone(t, p)
 	var order []string
 	doneAs := func(name string) func() { return func() { order = append(order, name) } }
 	if !p.SubscriptionsAdded([]string{"f/#"}, doneAs("first")) {
@@ -138,6 +139,7 @@ func TestInterestSecondSubscribeWaitsForAnnouncement(t *testing.T) {
 func TestInterestWaitsForPeerJustDown(t *testing.T) {
 	p := reviewPlane(t, "a", "", 64, nil, []string{"b"}, partition.Assignment{Owner: "a", Replicas: []string{"a"}, Epoch: 1})
 	defer p.Stop()
+	retainedDone(t, p)
 	l := p.links["b"]
 	l.connected.Store(false)
 	l.peerKeepAlive.Store(int64(linkKeepAlive))
@@ -155,4 +157,13 @@ func TestInterestWaitsForPeerJustDown(t *testing.T) {
 	case <-time.After(ackWaitMax):
 		t.Fatal("the SUBACK still waits past the peer's keep alive")
 	}
+}
+
+// retainedDone marks p as holding the cluster's retained messages (a test
+// plane's fake links never answer its question).
+func retainedDone(t *testing.T, p *Plane) {
+	p.rsync.answeredBy("b")
+	p.rsync.answeredBy("c")
+	p.peersKnown.Store(true)
+	eventually(t, p.rsync.isComplete)
 }

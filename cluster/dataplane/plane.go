@@ -123,6 +123,10 @@ type Plane struct {
 	// qos2Resent counts QoS 2 resends (DUP) recognised as accepted before.
 	qos2Resent atomic.Uint64
 
+	rsync      retainedSync
+	peersKnown atomic.Bool     // SetPeers was called
+	asked      map[string]bool // guarded by mu: peers that asked for the retained store before they were linked
+
 	local   localInterest
 	rmu     sync.RWMutex // guards remotes; read for every message
 	remotes map[string]*remoteInterest
@@ -197,6 +201,13 @@ func New(opts Options) (*Plane, error) {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.runAnnounce()
+	// A node with a history of its own (durable, and it received from its
+	// peers before) holds the cluster's retained messages; any other asks.
+	p.rsync.answered, p.rsync.since = map[string]bool{}, time.Now()
+	if p.rsync.complete = !opts.Reliable || (p.store != nil && (len(p.recv.senders) > 0 || p.retained.known())); !p.rsync.complete {
+		p.wg.Add(1)
+		go p.runRetainedSync()
+	}
 	if p.gate != nil {
 		p.fills.kick, p.fills.runs = make(chan struct{}, 1), map[fillKey]*fillRun{}
 		p.wg.Add(2)
@@ -237,6 +248,7 @@ func (p *Plane) SetPeers(peers map[string]string) {
 	if p.ctx.Err() != nil {
 		return
 	}
+	defer p.peersKnown.Store(true)
 	for name, l := range p.links {
 		if _, ok := peers[name]; !ok {
 			l.cancel()
@@ -259,7 +271,10 @@ func (p *Plane) SetPeers(peers map[string]string) {
 		l := &link{p: p, peer: name, ps: ps, cancel: cancel, done: make(chan struct{})}
 		l.setAddr(addr)
 		p.links[name] = l
-		if catchUp && p.opts.Reliable {
+		if p.asked[name] {
+			delete(p.asked, name)
+			p.answerRetained(name) // it asked before it was linked
+		} else if catchUp && p.opts.Reliable {
 			p.catchUp(name)
 		}
 		go l.run(ctx)
@@ -387,6 +402,10 @@ type Status struct {
 	// confirmed yet (their SUBACKs wait).
 	Interest        int `json:"interest"`
 	InterestPending int `json:"interestPending"`
+	// RetainedComplete: this node holds the cluster's retained messages
+	// (its own history, or every live peer's answered); until then
+	// SUBACKs, and the retained messages they bring, wait.
+	RetainedComplete bool `json:"retainedComplete"`
 	// TooLarge counts messages too large for the links (over
 	// maxRecordBytes encoded), delivered on this node only.
 	TooLarge uint64       `json:"tooLargeKept"`
@@ -420,6 +439,7 @@ func (p *Plane) Status() Status {
 	st.Replication = p.ReplicationStatus()
 	p.local.mu.Lock()
 	st.Interest, st.InterestPending = len(p.local.announced), len(p.local.pending)
+	st.RetainedComplete = p.rsync.isComplete()
 	p.local.mu.Unlock()
 	return st
 }

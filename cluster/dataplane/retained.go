@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"sync"
+	"time"
 
 	"gantry/broker"
 	"gantry/cluster/wire"
@@ -38,11 +39,16 @@ func newRetainedVersions(st *store) *retainedVersions {
 	return rv
 }
 
-// next gives a local retained publish on topic its version.
+// next gives a local retained publish on topic its version. The counter
+// is a hybrid logical clock: one above every version this node has seen,
+// and at least the wall clock in microseconds, so a node that lost its
+// versions (restarted in memory) still writes above what it wrote before
+// it went down, whether or not its catch-up has arrived yet; the clock
+// only orders writes that did not see each other.
 func (rv *retainedVersions) next(node, topic string) wire.Version {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
-	rv.counter++
+	rv.counter = max(rv.counter+1, uint64(time.Now().UnixMicro()))
 	v := wire.Version{Counter: rv.counter, Node: node}
 	rv.setLocked(topic, v)
 	return v
@@ -89,4 +95,160 @@ func (p *Plane) catchUp(peer string) {
 	if n > 0 {
 		p.log.Info("sending the retained messages to a peer that is new here or missed some", "peer", peer, "messages", n)
 	}
+}
+
+// retainedSync is whether this node holds the cluster's retained
+// messages. A node without a history of its own (in memory, or a data
+// directory that never received anything from a peer) asks every peer
+// for its retained store when its link comes up (wire.RetainedAsk); a
+// peer answers in its reliable stream, the store-only records first and
+// wire.RetainedSent last. The node is complete once every peer has
+// answered or is not live (its link down after a try), or after
+// retainedSyncMax; until then SUBACKs wait (SubscriptionsAdded), and with
+// them the retained messages a SUBSCRIBE reads.
+type retainedSync struct {
+	mu       sync.Mutex // guards every field
+	complete bool
+	answered map[string]bool // peers whose retained store arrived
+	waiters  []func()
+	since    time.Time
+}
+
+// retainedSyncMax bounds how long a node without the cluster's retained
+// messages holds SUBACKs back waiting for its peers' answers.
+const retainedSyncMax = 15 * time.Second
+
+// retainedSyncEvery is how often an incomplete node looks at its links.
+const retainedSyncEvery = 50 * time.Millisecond
+
+// Complete reports whether this node holds the cluster's retained messages.
+func (rs *retainedSync) isComplete() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.complete
+}
+
+// wait runs done once the node is complete; false when it is already.
+func (rs *retainedSync) wait(done func()) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.complete {
+		return false
+	}
+	rs.waiters = append(rs.waiters, done)
+	return true
+}
+
+// answeredBy records that peer's retained store arrived.
+func (rs *retainedSync) answeredBy(peer string) {
+	rs.mu.Lock()
+	rs.answered[peer] = true
+	rs.mu.Unlock()
+}
+
+// wants reports whether peer is still to be asked.
+func (rs *retainedSync) wants(peer string) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return !rs.complete && !rs.answered[peer]
+}
+
+// runRetainedSync completes an incomplete node: it checks the links every
+// retainedSyncEvery until each peer answered or is not live, or
+// retainedSyncMax passed.
+func (p *Plane) runRetainedSync() {
+	defer p.wg.Done()
+	rs := &p.rsync
+	t := time.NewTicker(retainedSyncEvery)
+	defer t.Stop()
+	for !p.retainedSynced() {
+		select {
+		case <-p.ctx.Done():
+		case <-t.C:
+			continue
+		}
+		break // stopping: nothing is to wait any longer
+	}
+	rs.mu.Lock()
+	rs.complete = true
+	waiters := rs.waiters
+	rs.waiters = nil
+	n, took := len(rs.answered), time.Since(rs.since)
+	rs.mu.Unlock()
+	p.log.Info("holding the cluster's retained messages", "peersAnswered", n, "took", took.Round(time.Millisecond))
+	for _, w := range waiters {
+		w()
+	}
+}
+
+// retainedSynced reports whether every peer answered or is not live (its
+// link down after at least one try), once the membership is known; or
+// whether retainedSyncMax passed.
+func (p *Plane) retainedSynced() bool {
+	rs := &p.rsync
+	if time.Since(rs.since) > retainedSyncMax {
+		p.log.Warn("serving retained messages without every peer's: not all answered", "after", retainedSyncMax)
+		return true
+	}
+	if !p.peersKnown.Load() {
+		return false
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for name, l := range p.links {
+		if rs.answered[name] {
+			continue
+		}
+		if l.connected.Load() || (l.connects.Load() == 0 && l.lastErr.Load() == nil) {
+			return false // live, or not tried yet
+		}
+	}
+	return true
+}
+
+// askRetained queues, on a link just up, the question for the peer's
+// retained store, when this node still needs it. After the snapshot.
+func (p *Plane) askRetained(ps *peerStream) {
+	if p.rsync.wants(ps.name) {
+		p.out.addControl(ps, interestMessage(wire.RetainedAsk, nil), nil)
+	}
+}
+
+// retainedAsked answers a peer's question for this node's retained store.
+// A peer not linked yet (its question came before this node's membership
+// listed it) is answered once SetPeers adds it: records queued before its
+// stream starts would never reach it.
+func (p *Plane) retainedAsked(peer string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx.Err() != nil {
+		return
+	}
+	if _, ok := p.links[peer]; !ok {
+		if p.asked == nil {
+			p.asked = map[string]bool{}
+		}
+		p.asked[peer] = true
+		return
+	}
+	p.wg.Add(1)
+	go func() { // not on the receiving connection's goroutine: the store may be large
+		defer p.wg.Done()
+		p.answerRetained(peer)
+	}()
+}
+
+// answerRetained sends peer this node's retained store, then RetainedSent.
+func (p *Plane) answerRetained(peer string) {
+	p.catchUp(peer)
+	p.out.addReliableFor(peer, interestMessage(wire.RetainedSent, nil), wire.InterestTopic, nil)
+}
+
+// known reports whether this node holds versions (a retained history).
+func (rv *retainedVersions) known() bool {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	return len(rv.topics) > 0
 }

@@ -497,6 +497,11 @@ func AppendFilters(dst []byte, op byte, filters []string) []byte {
 const (
 	InterestSnapshot = 'S' // the sender's whole interest: replaces what it said before
 	InterestAdd      = '+' // filters the sender now has as well
+	// RetainedAsk asks the receiver for its retained messages (a node
+	// without the cluster's: in memory, or new); the receiver sends them
+	// as store-only records, then RetainedSent, in its reliable stream.
+	RetainedAsk  = '?'
+	RetainedSent = '='
 )
 
 // InterestTopic is the topic of interest announcements inside frames.
@@ -506,7 +511,7 @@ const InterestTopic = "$cluster/v1/interest"
 func DecodeFilters(b []byte) (op byte, filters []string, err error) {
 	r := reader{b: b}
 	op = r.byte()
-	if r.err == nil && op != InterestSnapshot && op != InterestAdd {
+	if r.err == nil && op != InterestSnapshot && op != InterestAdd && op != RetainedAsk && op != RetainedSent {
 		return 0, nil, fmt.Errorf("%w: interest operation %q", ErrCorrupt, op)
 	}
 	n := r.count(1)
