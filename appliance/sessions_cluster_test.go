@@ -556,3 +556,100 @@ func TestSessionHandoverSurvivesRestart(t *testing.T) {
 		t.Fatalf("after b's restart: %v, want %v first", g, queued)
 	}
 }
+
+// TestSessionMovesUnderLoad: a subscriber moves between nodes again and
+// again while QoS 1 messages are published on every node: every
+// acknowledged message reaches it. A message published in the
+// milliseconds of a move may arrive twice (both nodes queued it); the
+// test logs how many did.
+func TestSessionMovesUnderLoad(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	const id = "wanderer"
+	closeV5(subscribeV5(t, nodes[0].addr(), id, 3600, "load/#", 1, &collector{}))
+	for _, nd := range nodes[1:] {
+		interestKnown(t, nd, "broker-a")
+	}
+	var got ordered
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var acked []string
+	for i, nd := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, _, err := crashV5(nd.addr(), fmt.Sprintf("loader-%d", i), true, 0, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer closeV5(cl)
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := fmt.Sprintf("l%d-%05d", i, seq)
+				ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+				_, err := cl.Publish(ctx, &paho.Publish{Topic: "load/x", Payload: []byte(p), QoS: 1})
+				cancel()
+				if err == nil {
+					mu.Lock()
+					acked = append(acked, p)
+					mu.Unlock()
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	for move := range 6 {
+		nd := nodes[(move+1)%3]
+		cl, present, err := crashV5(nd.addr(), id, false, 3600, got.add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !present {
+			t.Fatalf("move %d to %s: session present = 0", move, nd.ip)
+		}
+		time.Sleep(300 * time.Millisecond) // receive for a while, then move on
+		closeV5(cl)
+	}
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	want := slices.Clone(acked)
+	mu.Unlock()
+	last := nodes[0]
+	cl, _, err := crashV5(last.addr(), id, false, 3600, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	eventually(t, 20*time.Second, func() error {
+		g := got.list()
+		seen := make(map[string]bool, len(g))
+		for _, p := range g {
+			seen[p] = true
+		}
+		var missing []string
+		for _, w := range want {
+			if !seen[w] {
+				missing = append(missing, w)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("%d of %d acknowledged messages missing, first %v", len(missing), len(want), missing[:min(5, len(missing))])
+		}
+		return nil
+	})
+	g := got.list()
+	seen := map[string]int{}
+	dups := 0
+	for _, p := range g {
+		if seen[p]++; seen[p] > 1 {
+			dups++
+		}
+	}
+	t.Logf("%d acknowledged, %d received, %d twice, over 7 moves", len(want), len(g), dups)
+}

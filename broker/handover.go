@@ -125,6 +125,10 @@ func (s *Server) ExportSession(clientID string, publishWill bool) (*SessionState
 	st := sess.exportLocked()
 	w, info := sess.will, sess.info
 	sess.will = nil
+	// In the same critical section: a delivery routed from now on, until
+	// discardLocked takes the session out of the tree, is ignored rather
+	// than queued behind the export and lost.
+	sess.gone = true
 	sess.mu.Unlock()
 	s.discardLocked(sess)
 	s.mu.Unlock()

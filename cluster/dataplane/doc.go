@@ -190,21 +190,30 @@
 //     then on what is published anywhere reaches this node.
 //  3. export: only then does the holder hand the session over whole (in
 //     flight in send order with packet identifiers, queued in order,
-//     inbound QoS 2 identifiers) and delete it (memory, tree, store). The
+//     inbound QoS 2 identifiers) and delete it (memory, tree, store);
+//     first it asks every peer whose link is up to flush its stream to it
+//     (POST /cluster/sessions/flush: the peer answers once the holder
+//     confirmed every record it had appended, at most 3 s), so that a
+//     record a peer passed over for the claiming node, before it knew
+//     the new subscriptions, is in the export rather than arriving at
+//     the holder after it and lost. The
 //     claiming node puts it ahead of what it queued since step 2, and the
 //     client gets session present = 1, its in-flight messages again
 //     (DUP) and then the queue.
 //
-// Step 2 before step 3 is what keeps a message published during the
-// handover from being lost: at every moment one of the two nodes queues
-// it. The price is that a message published in the short window between
-// the announcement and the export (milliseconds) may be queued by both
-// and arrive twice: telling them apart needs the message's identity in its
-// origin's stream (origin, boot, seq) on the broker's queue entries, which
-// receive.go and the outbox know but do not pass to the broker yet. For
-// the same reason a record a peer sent the old holder late (its link to
-// that holder was down or backlogged through the whole handover) is
-// dropped there and not taken by the new holder if it had passed it over.
+// Step 2 before step 3, and the flush, are what keep a message published
+// during the handover from being lost: every record a peer appended
+// before it knew the claim reaches the holder before the export, and
+// every record after it reaches the claiming node. The price is that a
+// message published in the window between the announcement and the
+// export (milliseconds, the flush included) may be queued by both and
+// arrive twice: telling them apart needs the message's identity in its
+// origin's stream (origin, boot, seq) on the broker's queue entries,
+// which receive.go and the outbox know but do not pass to the broker yet
+// (with it the flush's target gives an exact cut per stream). A peer
+// whose link to the holder is down during the handover cannot flush: a
+// record it passed over for the claiming node and delivers to the holder
+// only later is lost for the session.
 //
 // The directory: every node pushes the list of its persistent sessions
 // (subscriptions, expiry, connected or since when not, and when it took

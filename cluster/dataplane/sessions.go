@@ -34,15 +34,18 @@ const (
 	SessionsExportPath    = "/cluster/sessions/export"    // POST: hand the client's session over, whole
 	SessionsHandoverPath  = "/cluster/sessions/handover"  // POST: take a session a returning holder kept
 	SessionsDirectoryPath = "/cluster/sessions/directory" // POST: a node's persistent sessions
+	SessionsFlushPath     = "/cluster/sessions/flush"     // POST: answer once From confirmed every record appended for it so far
 )
 
 // Session exchange timing.
 const (
 	claimWait     = 2 * time.Second        // a CONNECT waits this long for each step of a claim
 	downWait      = 300 * time.Millisecond // and this long for a member whose link is down
-	directoryPush = 2 * time.Second        // changes of the directory are pushed this often
-	directoryFull = 30 * time.Second       // and the whole directory this often regardless
-	maxSessionMsg = 256 << 20              // the largest request or answer of the exchange
+	flushWait     = 3 * time.Second        // a flush waits this long for the peer's confirmation
+	flushPoll     = 5 * time.Millisecond
+	directoryPush = 2 * time.Second  // changes of the directory are pushed this often
+	directoryFull = 30 * time.Second // and the whole directory this often regardless
+	maxSessionMsg = 256 << 20        // the largest request or answer of the exchange
 )
 
 // SessionBroker is what the session exchange needs of the local broker:
@@ -102,7 +105,7 @@ type pushMark struct {
 // NewSessions builds the session exchange of p; Run pushes the directory.
 func (p *Plane) NewSessions(opts SessionOptions) *Sessions {
 	if opts.HTTP == nil {
-		opts.HTTP = &http.Client{Timeout: claimWait}
+		opts.HTTP = &http.Client{Timeout: flushWait + claimWait}
 	}
 	s := &Sessions{p: p, opts: opts, log: p.log.With("component", "sessions"), since: map[string]int64{},
 		dir: map[string]map[string]dirEntry{}, heard: map[string]time.Time{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true}
@@ -366,7 +369,15 @@ func (s *Sessions) serveTakeover(req *sessionReq) sessionReply {
 }
 
 // serveExport hands the client's session over whole and forgets it here.
+// First every peer flushes its stream to this node: a record a peer
+// passed over for the claiming node before it knew its new subscriptions
+// is then delivered here, and exported, rather than arriving after the
+// export and lost.
 func (s *Sessions) serveExport(req *sessionReq) sessionReply {
+	if _, held := s.opts.Broker.TakeOver(req.Client); !held {
+		return sessionReply{}
+	}
+	s.flushAll()
 	st, held := s.opts.Broker.ExportSession(req.Client, false)
 	if !held {
 		return sessionReply{}
@@ -374,6 +385,63 @@ func (s *Sessions) serveExport(req *sessionReq) sessionReply {
 	s.forget(req.Client)
 	s.exported.Add(1)
 	return sessionReply{Held: true, State: encodeState(st)}
+}
+
+// flushAll asks every member whose link is up to flush its stream to this
+// node, and waits for their answers.
+func (s *Sessions) flushAll() {
+	var up []string
+	for _, m := range s.opts.Members() {
+		if s.linkUp(m) {
+			up = append(up, m)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, m := range up {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r sessionReply
+			err := s.postWithin(flushWait+claimWait, m, SessionsFlushPath, sessionReq{}, &r)
+			if err == nil && !r.Held {
+				err = errors.New("not confirmed in time")
+			}
+			if err != nil {
+				s.p.warn("flush-"+m, "a member did not flush its stream before a session handover", fmt.Errorf("%s: %w", m, err))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// serveFlush answers once peer has confirmed every reliable record this
+// node appended so far (delivered them: its confirmation waits for that),
+// or after flushWait.
+func (s *Sessions) serveFlush(peer string) sessionReply {
+	s.p.mu.RLock()
+	l := s.p.links[peer]
+	s.p.mu.RUnlock()
+	if l == nil {
+		return sessionReply{}
+	}
+	o := s.p.out
+	o.mu.Lock()
+	target := o.head()
+	signal(l.ps)
+	o.mu.Unlock()
+	deadline := time.Now().Add(flushWait)
+	for {
+		o.mu.Lock()
+		done := l.ps.cursor >= target || o.peers[peer] != l.ps
+		o.mu.Unlock()
+		if done {
+			return sessionReply{Held: true}
+		}
+		if time.Now().After(deadline) {
+			return sessionReply{}
+		}
+		time.Sleep(flushPoll)
+	}
 }
 
 // serveHandover takes a session a returning holder kept, when this node

@@ -229,7 +229,8 @@ func (s *Sessions) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(s.Status())
 	})
-	for _, path := range []string{SessionsTakeoverPath, SessionsExportPath, SessionsHandoverPath, SessionsDirectoryPath} {
+	for _, path := range []string{SessionsTakeoverPath, SessionsExportPath, SessionsHandoverPath, SessionsDirectoryPath,
+		SessionsFlushPath} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, path) })
 	}
 	return mux
@@ -271,6 +272,8 @@ func (s *Sessions) serve(w http.ResponseWriter, r *http.Request, path string) {
 		}
 	case SessionsDirectoryPath:
 		s.serveDirectory(&req)
+	case SessionsFlushPath:
+		reply = s.serveFlush(req.From)
 	}
 	data, _ := json.Marshal(reply)
 	w.Header().Set("Content-Type", "application/octet-stream")
