@@ -77,8 +77,13 @@ const maxKeptFrameBuf = 4 << 20
 // create starts segment n: it writes the header and makes the file and
 // its directory entry durable before any frame depends on them.
 func (w *wal) create(n uint64) error {
-	if err := os.MkdirAll(w.dir, 0o700); err != nil {
-		return fmt.Errorf("store: create log directory: %w", err)
+	if _, err := os.Stat(w.dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(w.dir, 0o700); err != nil {
+			return fmt.Errorf("store: create log directory: %w", err)
+		}
+		if err := syncDir(filepath.Dir(w.dir)); err != nil { // the directory's own entry
+			return fmt.Errorf("store: create log directory: %w", err)
+		}
 	}
 	path := segmentPath(w.dir, n)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)

@@ -155,7 +155,9 @@ func durableMethod() string {
   PUBACK.
   "gantry, durable" has durability on (a fresh data directory under the
   system's temporary directory): a PUBACK leaves once the message is
-  committed and fsynced, in group commits. "gantry, in memory" has it off.
+  in the store's write-ahead log and fdatasynced, in group commits (the
+  store file is written from the log off that path). "gantry, in memory"
+  has it off.
   After the run the subscriber reconnects and must receive every message
   acknowledged, or the run FAILs; the durable Gantry is killed with SIGKILL
   and restarted on its data directory first, so that this counts what was on
