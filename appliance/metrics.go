@@ -101,6 +101,9 @@ func (n *Node) metricsHandler() http.Handler {
 		if n.dataPlane != nil {
 			reg.MustRegister(dataPlaneCollector{n.dataPlane})
 		}
+		if n.sessions != nil {
+			reg.MustRegister(sessionsCollector{n.sessions}) // wire_sessions.go
+		}
 	}
 	if n.drivers != nil {
 		reg.MustRegister(connectorCollector{n.drivers})

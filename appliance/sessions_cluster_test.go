@@ -322,6 +322,10 @@ func TestSessionHandoverBothNodesUp(t *testing.T) {
 	if !holds(t, b, id) {
 		t.Fatal("b does not hold the session")
 	}
+	if m := scrape(t, b.ip); m["coreflux_cluster_session_handovers_total"] != 1 || m["coreflux_cluster_sessions_held"] != 1 {
+		t.Fatalf("b's session metrics: handovers %v, held %v, want 1 and 1",
+			m["coreflux_cluster_session_handovers_total"], m["coreflux_cluster_sessions_held"])
+	}
 	publishV5(t, a.addr(), "line/3", "after", 1)
 	eventually(t, 10*time.Second, func() error { return got.hasAll([]string{"after"}) })
 	backlogEmpty(t, a)

@@ -1,6 +1,8 @@
 package appliance
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"gantry/cluster/dataplane"
 )
 
@@ -47,4 +49,37 @@ func (n *Node) startSessions() {
 		defer n.wg.Done()
 		n.sessions.Run(n.stop)
 	}()
+}
+
+// sessionsCollector exports the session exchange's counters.
+type sessionsCollector struct{ s *dataplane.Sessions }
+
+var (
+	sessHeld = prometheus.NewDesc("coreflux_cluster_sessions_held",
+		"Persistent sessions this node holds (connected or not).", nil, nil)
+	sessClaims = prometheus.NewDesc("coreflux_cluster_session_claims_total",
+		"CONNECTs that asked the other nodes for the client's session.", nil, nil)
+	sessMoved = prometheus.NewDesc("coreflux_cluster_session_handovers_total",
+		"Sessions handed over with their messages: in (taken from another node, or handed back by one that returned) and out (exported to a claiming node, or returned to the new holder).",
+		[]string{"direction"}, nil)
+	sessDirectory = prometheus.NewDesc("coreflux_cluster_sessions_from_directory_total",
+		"Sessions served from the directory because their holder did not answer.", nil, nil)
+	sessCopies = prometheus.NewDesc("coreflux_cluster_session_messages_from_copies_total",
+		"Messages queued from the partition copies for sessions whose holder was down.", nil, nil)
+)
+
+func (c sessionsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{sessHeld, sessClaims, sessMoved, sessDirectory, sessCopies} {
+		ch <- d
+	}
+}
+
+func (c sessionsCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Status()
+	ch <- prometheus.MustNewConstMetric(sessHeld, prometheus.GaugeValue, float64(len(st.Held)))
+	ch <- prometheus.MustNewConstMetric(sessClaims, prometheus.CounterValue, float64(st.Claims))
+	ch <- prometheus.MustNewConstMetric(sessMoved, prometheus.CounterValue, float64(st.Imported), "in")
+	ch <- prometheus.MustNewConstMetric(sessMoved, prometheus.CounterValue, float64(st.Exported+st.Returned), "out")
+	ch <- prometheus.MustNewConstMetric(sessDirectory, prometheus.CounterValue, float64(st.FromDirectory))
+	ch <- prometheus.MustNewConstMetric(sessCopies, prometheus.CounterValue, float64(st.FromCopies))
 }

@@ -75,20 +75,30 @@ func (s *Sessions) Run(stop <-chan struct{}) {
 	t := time.NewTicker(directoryPush)
 	defer t.Stop()
 	for {
+		last := time.Now()
 		s.push()
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		case <-s.wake:
-			select { // coalesce what follows at once
+			// Coalesce what follows at once, and push at most every
+			// directoryGap: each push carries every session.
+			wait := max(directoryCoalesce, directoryGap-time.Since(last))
+			select {
 			case <-stop:
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(wait):
 			}
 		}
 	}
 }
+
+// Pacing of the directory's pushes after a change.
+const (
+	directoryCoalesce = 50 * time.Millisecond
+	directoryGap      = 250 * time.Millisecond
+)
 
 // sincePrune is how long a claim is kept without a session behind it
 // (the CONNECT that made it attaches just after).
