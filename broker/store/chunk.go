@@ -216,16 +216,11 @@ func (ch *chunker) change(op *queuedOp) error {
 			return ch.changeEntry(&ed.es[i], op)
 		}
 	}
-	c := ch.b.entries.Cursor()
-	k, v := c.Seek(op.key)
+	k, v := ch.atOrBefore(op.key)
 	if k != nil && bytes.Equal(k, op.key) && (len(v) == 0 || v[0] != formatChunk) {
 		return ch.b.apply(op) // a single record
 	}
-	if k == nil || !bytes.Equal(k, op.key) {
-		k, v = c.Prev()
-	}
-	prefixLen := len(op.key) - 8
-	if k == nil || len(k) != len(op.key) || !bytes.Equal(k[:prefixLen], op.key[:prefixLen]) || len(v) == 0 || v[0] != formatChunk {
+	if k == nil || len(v) == 0 || v[0] != formatChunk {
 		return nil // no such entry: already deleted
 	}
 	ed, err := ch.edit(k, v)
@@ -237,6 +232,35 @@ func (ch *chunker) change(op *queuedOp) error {
 		return ch.changeEntry(&ed.es[i], op)
 	}
 	return nil
+}
+
+// atOrBefore returns the stored entries key of key's client that is
+// key or the greatest below it, and its value; nil if there is none.
+func (ch *chunker) atOrBefore(key []byte) (k, v []byte) {
+	prefix := key[:len(key)-8] // client id and 0x00
+	c := ch.b.entries.Cursor()
+	if k, v = c.Seek(key); k != nil && bytes.Equal(k, key) {
+		return k, v
+	}
+	k, v = c.Prev()
+	switch {
+	case k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(key):
+		return k, v
+	case k != nil:
+		return nil, nil // a smaller client id's key: nothing of this client below key
+	}
+	// Prev found nothing. bbolt's cursor also says so when the leaf it
+	// steps back into was emptied by deletes earlier in this transaction
+	// (nodes are rebalanced at commit), so look through the client's
+	// keys instead; this is rare (after a DeleteSession or an emptied
+	// chunk in the same checkpoint).
+	var bk, bv []byte
+	for k, v = c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && bytes.Compare(k, key) < 0; k, v = c.Next() {
+		if len(k) == len(key) {
+			bk, bv = k, v
+		}
+	}
+	return bk, bv
 }
 
 // edit returns the edit of the stored chunk k, decoding it on first use.

@@ -113,7 +113,13 @@ func checkModel(t *testing.T, step int, st *broker.PersistedState, model map[str
 	for _, ps := range st.Sessions {
 		want := model[ps.ClientID]
 		if len(ps.Entries) != len(want) {
-			t.Fatalf("step %d: client %s: %d entries, want %d", step, ps.ClientID, len(ps.Entries), len(want))
+			var extra []string
+			for _, e := range ps.Entries {
+				if w, ok := want[e.Seq]; !ok || e.State != w.state {
+					extra = append(extra, fmt.Sprintf("%d(state %d, in model %v)", e.Seq, e.State, ok))
+				}
+			}
+			t.Fatalf("step %d: client %s: %d entries, want %d; not as the model: %v", step, ps.ClientID, len(ps.Entries), len(want), extra)
 		}
 		for i, e := range ps.Entries {
 			w, ok := want[e.Seq]
