@@ -203,3 +203,45 @@ func TestRetainedInMemoryNodeCatchesUp(t *testing.T) {
 		t.Fatalf("the restarted node: retainedComplete %v, %d retained messages caught up, want line/before at least", dp.RetainedComplete, dp.Received.CaughtUp)
 	}
 }
+
+// TestRetainedDeletionReachesNodeBeyondBound: a node down while a
+// retained topic is deleted and more than ReplicationForwardQueueEntries
+// messages pass gets, when it returns, a catch-up that carries the
+// deletion (a tombstone): it stops serving the old value.
+func TestRetainedDeletionReachesNodeBeyondBound(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3, func(nd *crashNode) {
+		nd.extra = append(nd.extra, "COREFLUX_CLUSTER_REPLICATION_FORWARD_QUEUE_ENTRIES=64")
+	})
+	a, c := nodes[0], nodes[2]
+	pub := needTool(t, "mosquitto_pub")
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(pub, append([]string{"-h", a.ip}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("mosquitto_pub %v: %v %s", args, err, out)
+		}
+	}
+	read := func(nd *crashNode, topic string) string {
+		out, _ := exec.Command(needTool(t, "mosquitto_sub"), "-h", nd.ip, "-t", topic, "-C", "1", "-W", "2").CombinedOutput()
+		return strings.TrimSpace(string(out))
+	}
+	run("-t", "line/setpoint", "-m", "42", "-r", "-q", "1")
+	eventually(t, 10*time.Second, func() error {
+		if v := read(c, "line/setpoint"); v != "42" {
+			return fmt.Errorf("c holds %q", v)
+		}
+		return nil
+	})
+	c.kill()
+	run("-t", "line/setpoint", "-n", "-r", "-q", "1") // deleted
+	for i := range 100 {
+		run("-t", "line/other", "-m", fmt.Sprint(i), "-q", "1")
+	}
+	c.start()
+	linksUp(t, nodes)
+	eventually(t, 15*time.Second, func() error {
+		if v := read(c, "line/setpoint"); v != "Timed out" && v != "" {
+			return fmt.Errorf("c still serves %q for the deleted line/setpoint", v)
+		}
+		return nil
+	})
+}

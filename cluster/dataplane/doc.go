@@ -83,7 +83,10 @@
 // messages a SUBSCRIBE reads, until each live peer has answered (15 s at
 // most). Versions are a hybrid logical clock (at least the wall clock in
 // microseconds), so what such a node writes before its catch-up arrives
-// still ranks above what it wrote before it went down.
+// still ranks above what it wrote before it went down. A deleted topic's
+// version (a tombstone) is kept 24 h, sent in catch-ups meanwhile, then
+// pruned; a link that comes up after its stream dropped records for the
+// peer sends it a catch-up.
 //
 // # Interest
 //

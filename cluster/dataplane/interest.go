@@ -363,17 +363,22 @@ func (p *Plane) announce() {
 	p.announceLocked(fresh, interestMessage(wire.InterestSnapshot, sortedFilters(li.announced)))
 }
 
-// runAnnounce announces the interest every announceEvery until Stop.
+// runAnnounce announces the interest every announceEvery, and prunes the
+// retained tombstones every tombstonePruneEvery, until Stop.
 func (p *Plane) runAnnounce() {
 	defer p.wg.Done()
 	t := time.NewTicker(announceEvery)
 	defer t.Stop()
+	prune := time.NewTicker(tombstonePruneEvery)
+	defer prune.Stop()
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
 		case <-t.C:
 			p.announce()
+		case now := <-prune.C:
+			p.pruneTombstones(now)
 		}
 	}
 }

@@ -67,6 +67,8 @@ type link struct {
 	peerKeepAlive atomic.Int64
 	// heard is when the peer last sent a packet (unix nanoseconds).
 	heard atomic.Int64
+	// caughtDropped is the peer's dropped records its last catch-up covered.
+	caughtDropped atomic.Uint64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -136,6 +138,7 @@ func (l *link) serve(ctx context.Context) error {
 	l.heard.Store(now)
 	l.connected.Store(true)
 	l.p.linkUp(l.ps) // the interest snapshot goes first
+	l.catchUpIfDropped()
 	var wg sync.WaitGroup
 	readErr := make(chan error, 1)
 	acked := make(chan struct{}, 1)

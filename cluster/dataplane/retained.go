@@ -21,6 +21,12 @@ import (
 
 // retainedVersions remembers the version of every retained topic this
 // node stored (deletions included: an older value must not come back).
+// A deletion's version (a tombstone) is kept for tombstoneKeep after it
+// was written (its counter is a hybrid logical clock, so its age is the
+// same on every node) and then pruned: by then every node that was up
+// has it, and a node that comes back later gets it from the sender's
+// stream, or, beyond ReplicationForwardQueueEntries, from the catch-up
+// that carries the tombstones kept.
 type retainedVersions struct {
 	mu      sync.Mutex // guards counter, topics
 	counter uint64
@@ -31,9 +37,11 @@ type retainedVersions struct {
 func newRetainedVersions(st *store) *retainedVersions {
 	rv := &retainedVersions{topics: map[string]wire.Version{}, store: st}
 	if st != nil {
-		rv.topics = st.retainedVersions()
-		for _, v := range rv.topics {
+		for t, v := range st.retainedVersions() {
 			rv.counter = max(rv.counter, v.Counter)
+			if v.Counter != 0 { // 0: a pruned tombstone
+				rv.topics[t] = v
+			}
 		}
 	}
 	return rv
@@ -83,15 +91,24 @@ func (rv *retainedVersions) get(topic string) wire.Version {
 }
 
 // catchUp queues this node's retained store for peer only, as store-only
-// records with their versions.
+// records with their versions, and the tombstones it keeps (deletions, as
+// store-only records without a payload), so that a peer that missed a
+// deletion beyond the stream's bound deletes its value too.
 func (p *Plane) catchUp(peer string) {
 	n := 0
+	live := map[string]struct{}{}
 	p.opts.Broker.RangeRetained(func(m *broker.Message) bool {
+		live[m.Topic] = struct{}{}
 		enc := wire.AppendRetained(nil, m, p.retained.get(m.Topic), true)
 		p.out.addReliableFor(peer, enc, m.Topic, nil)
 		n++
 		return true
 	})
+	for topic, v := range p.retained.tombstones(live) {
+		enc := wire.AppendRetained(nil, &broker.Message{Topic: topic, Retain: true}, v, true)
+		p.out.addReliableFor(peer, enc, topic, nil)
+		n++
+	}
 	if n > 0 {
 		p.log.Info("sending the retained messages to a peer that is new here or missed some", "peer", peer, "messages", n)
 	}
@@ -251,4 +268,79 @@ func (rv *retainedVersions) known() bool {
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	return len(rv.topics) > 0
+}
+
+// tombstoneKeep is how long a deleted retained topic's version is kept.
+const tombstoneKeep = 24 * time.Hour
+
+// tombstonePruneEvery is how often tombstones past tombstoneKeep go.
+const tombstonePruneEvery = 10 * time.Minute
+
+// tombstones returns the versions of the topics not in live (deleted).
+func (rv *retainedVersions) tombstones(live map[string]struct{}) map[string]wire.Version {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	out := map[string]wire.Version{}
+	for t, v := range rv.topics {
+		if _, ok := live[t]; !ok {
+			out[t] = v
+		}
+	}
+	return out
+}
+
+// prune forgets the tombstones (topics not in live) written before
+// horizon, and returns how many. With a store it writes a zero version in
+// their place, which a restart skips.
+func (rv *retainedVersions) prune(live map[string]struct{}, horizon time.Time) int {
+	h := uint64(horizon.UnixMicro())
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	n := 0
+	for t, v := range rv.topics {
+		if _, ok := live[t]; ok || v.Counter >= h {
+			continue
+		}
+		delete(rv.topics, t)
+		if rv.store != nil {
+			rv.store.putRetainedVersion(t, wire.Version{})
+		}
+		n++
+	}
+	return n
+}
+
+// pruneTombstones forgets the tombstones older than tombstoneKeep.
+func (p *Plane) pruneTombstones(now time.Time) int {
+	live := map[string]struct{}{}
+	p.opts.Broker.RangeRetained(func(m *broker.Message) bool {
+		live[m.Topic] = struct{}{}
+		return true
+	})
+	n := p.retained.prune(live, now.Add(-tombstoneKeep))
+	if n > 0 {
+		p.log.Info("pruned the versions of deleted retained topics", "topics", n, "olderThan", tombstoneKeep)
+	}
+	return n
+}
+
+// catchUpIfDropped sends the peer, on a connection just up, this node's
+// retained store when the stream dropped records for it since the last
+// catch-up (beyond ReplicationForwardQueueEntries while it was away): the
+// retained values and deletions among them reach it that way.
+func (l *link) catchUpIfDropped() {
+	p := l.p
+	if !p.opts.Reliable {
+		return
+	}
+	d := p.out.stats(l.ps).Dropped
+	if d <= l.caughtDropped.Load() {
+		return
+	}
+	l.caughtDropped.Store(d)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.catchUp(l.peer)
+	}()
 }
