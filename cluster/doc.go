@@ -144,6 +144,10 @@
 // replay to its window; a peer question (GET /cluster/peer) also carries
 // a fresh nonce that the signed answer must echo, so a recorded answer
 // is refused at once (a host in discovery cannot pass for another node).
+// The data plane (cluster/dataplane) links every member to every other;
+// Topology ring runs as the mesh, by decision: with interest routing the
+// mesh sends a message only to nodes that want it, and the reference's
+// ring (two neighbours, no relay) would only lose messages beyond 3 nodes.
 //
 // # Concurrency
 //

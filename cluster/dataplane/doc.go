@@ -243,7 +243,13 @@
 // under concurrent publishes; and the returning holder's queue without
 // what the copies redelivered), asking the other copies for the
 // partitions this node holds no copy of (clusters larger than
-// ReplicationFactor), and the ring topology.
+// ReplicationFactor).
+//
+// Topology ring is not built, by decision: the reference's ring sends QoS
+// 0 to two neighbours without relaying (the mesh up to 3 nodes, lost
+// messages beyond), while the mesh here sends a message only to the nodes
+// that want it and the links are a full mesh anyway (reliable stream,
+// quorum, interest); ring runs as mesh (docs/cluster.md).
 //
 // # Concurrency
 //
