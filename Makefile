@@ -73,7 +73,8 @@ bundle:
 # an hour to an hour on 2 cores): a working broker and console, a good
 # update blessed, a broken one rolled back, the watchdog restarting a frozen
 # broker. IMAGE_TEST=boot: the factory boot only. Builds the image with a
-# throwaway key.
+# throwaway key. GANTRY_IMAGE_WORK=DIR keeps every boot's console and the
+# disk in DIR/ARCH (otherwise a temporary directory the test removes).
 image-test:
 	build/image/image-test.sh $(VERSION) $(or $(ARCH),amd64) $(IMAGE_TEST)
 

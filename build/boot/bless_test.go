@@ -67,3 +67,47 @@ func TestBlessScript(t *testing.T) {
 		})
 	}
 }
+
+// TestBootCheckAfterFailure runs rootfs/usr/lib/gantry/boot-check
+// --after-failure (gantry-boot-check.service's ExecStopPost) with a fake
+// systemctl: a trial boot whose check failed or was killed by its timeout
+// reboots; a check that succeeded, or a boot that is no trial, does not.
+func TestBootCheckAfterFailure(t *testing.T) {
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "rootfs/usr/lib/gantry/boot-check")
+	for _, c := range []struct {
+		name, result  string
+		trial, reboot bool
+	}{
+		{"trial check failed", "exit-code", true, true},
+		{"trial check killed by its timeout", "timeout", true, true},
+		{"trial check succeeded", "success", true, false},
+		{"no trial, check failed", "exit-code", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			marker := filepath.Join(dir, "rebooted")
+			os.WriteFile(filepath.Join(dir, "systemctl"), []byte("#!/bin/sh\necho \"$@\" > "+marker+"\n"), 0o755)
+			v := filepath.Join(dir, "LoaderBootCountPath")
+			if c.trial {
+				os.WriteFile(v, efiVar(`\loader\entries\gantry-2-b+2-1.conf`), 0o644)
+			}
+			cmd := exec.Command("bash", script, "--after-failure")
+			cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "SERVICE_RESULT="+c.result, "GANTRY_TRIAL_VAR="+v)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("boot-check --after-failure: %v\n%s", err, out)
+			}
+			got, _ := os.ReadFile(marker)
+			if rebooted := strings.Contains(string(got), "reboot"); rebooted != c.reboot {
+				t.Fatalf("rebooted %v, want %v (systemctl %q)\n%s", rebooted, c.reboot, got, out)
+			}
+			if c.reboot && !strings.Contains(string(out), "trial boot failed; rebooting") {
+				t.Errorf("no \"trial boot failed; rebooting\" (make image-test counts it):\n%s", out)
+			}
+		})
+	}
+}

@@ -18,6 +18,8 @@ type VM struct {
 	Arch    Arch
 	Log     string         // serial console log
 	Ports   map[int]string // guest TCP port -> host 127.0.0.1:port
+	Started time.Time      // when qemu was started
+	monitor string         // unix socket of the QEMU monitor, if any
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
@@ -36,6 +38,7 @@ type VMConfig struct {
 	Firmware   []string // pflash files for UEFI: code (read-only), vars (writable copy)
 	GuestPorts []int    // guest TCP ports forwarded from 127.0.0.1
 	Log        string
+	Monitor    string // when set, a unix socket for the QEMU monitor (info registers on a hung guest)
 	NoReboot   bool
 	Extra      []string
 }
@@ -58,7 +61,7 @@ func Start(c VMConfig) (*VM, error) {
 	if c.MemoryMB == 0 {
 		c.MemoryMB = 512
 	}
-	vm := &VM{Arch: c.Arch, Log: c.Log, Ports: map[int]string{}, done: make(chan struct{})}
+	vm := &VM{Arch: c.Arch, Log: c.Log, Ports: map[int]string{}, done: make(chan struct{}), monitor: c.Monitor}
 	netdev := "user,id=n0"
 	for _, gp := range c.GuestPorts {
 		hp, err := FreePort()
@@ -69,8 +72,12 @@ func Start(c VMConfig) (*VM, error) {
 		vm.Ports[gp] = "127.0.0.1:" + strconv.Itoa(hp)
 	}
 	args := append([]string{}, c.Arch.Machine...)
+	monitor := "none"
+	if c.Monitor != "" {
+		monitor = "unix:" + c.Monitor + ",server=on,wait=off"
+	}
 	args = append(args, "-smp", "1", "-m", strconv.Itoa(c.MemoryMB),
-		"-display", "none", "-monitor", "none", "-serial", "file:"+c.Log,
+		"-display", "none", "-monitor", monitor, "-serial", "file:"+c.Log,
 		"-netdev", netdev, "-device", c.Arch.NetDevice+",netdev=n0")
 	if c.NoReboot {
 		args = append(args, "-no-reboot")
@@ -105,6 +112,7 @@ func Start(c VMConfig) (*VM, error) {
 	if err := vm.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("boot: start %s: %w", c.Arch.QemuSys, err)
 	}
+	vm.Started = time.Now()
 	go func() {
 		err := vm.cmd.Wait()
 		if stderr.Len() > 0 {
@@ -177,4 +185,60 @@ func Tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// MonitorCommand runs one command on the QEMU monitor (VMConfig.Monitor)
+// and returns what it printed.
+func (vm *VM) MonitorCommand(cmd string) (string, error) {
+	if vm.monitor == "" {
+		return "", fmt.Errorf("boot: the VM has no monitor socket")
+	}
+	c, err := net.DialTimeout("unix", vm.monitor, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	var out []byte
+	buf := make([]byte, 4096)
+	prompts := 0
+	sent := false
+	for prompts < 2 {
+		n, err := c.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			return string(out), err
+		}
+		prompts = bytes.Count(out, []byte("(qemu) "))
+		if prompts >= 1 && !sent {
+			if _, err := c.Write([]byte(cmd + "\n")); err != nil {
+				return string(out), err
+			}
+			sent = true
+		}
+	}
+	s := string(out)
+	if i := strings.Index(s, "(qemu) "); i >= 0 {
+		s = s[i+len("(qemu) "):]
+	}
+	return strings.TrimSuffix(strings.TrimSpace(s), "(qemu)"), nil
+}
+
+// CPUSeconds is the CPU time qemu has used so far (user + system), or -1.
+func (vm *VM) CPUSeconds() float64 {
+	if vm.cmd.Process == nil {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", vm.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 (state) on
+	if len(f) < 13 {
+		return -1
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	k, _ := strconv.ParseFloat(f[12], 64)
+	return (u + k) / 100 // USER_HZ
 }

@@ -14,7 +14,9 @@
 # Writes OUTDIR/gantry-VERSION-ARCH.img.zst and .img.zst.sha256, and keeps
 # WORKDIR/root.ext4 (build/_work/ARCH) for make bundle. UPDATE_PUBKEY (a PEM public key) is
 # the key update bundles must be signed with; without one the image
-# refuses every update bundle.
+# refuses every update bundle. LOADER_EFI, when set, is the systemd-boot
+# EFI binary to put on the ESP instead of the root file system's own
+# (armv7: see loader.sh).
 set -euo pipefail
 arch=$1 version=$2 bin=$3 base=$4 work=$5 outdir=$6 pubkey=${7:-}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -81,7 +83,9 @@ step "ESP"
 esp=$work/esp.vfat
 mkfs.vfat -F 32 -n ESP -C "$esp" $((ESP_MB * 1024)) >/dev/null
 mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/loader ::/loader/entries ::/a ::/b
-mcopy -i "$esp" "$root/usr/lib/systemd/boot/efi/$efi" "::/EFI/BOOT/$bootefi"
+loader=${LOADER_EFI:-$root/usr/lib/systemd/boot/efi/$efi}
+step "ESP: $(grep -aom1 'LoaderInfo: [^#]*' "$loader" | cut -c13-)($(basename "$loader"))"
+mcopy -i "$esp" "$loader" "::/EFI/BOOT/$bootefi"
 printf 'timeout 0\neditor no\nauto-entries no\nauto-firmware no\n' > "$work/loader.conf"
 mcopy -i "$esp" "$work/loader.conf" ::/loader/loader.conf
 mcopy -i "$esp" "$work/vmlinuz" ::/a/vmlinuz
