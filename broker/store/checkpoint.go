@@ -160,6 +160,11 @@ func (s *Store) checkpointDone(err error) {
 	}
 	if lg.bytes >= int64(s.opts.CheckpointBytes) {
 		s.startCheckpoint(true)
+	} else if len(lg.pend) > 0 && !lg.timerOn {
+		// The interval may have passed during the flight (the timer's
+		// startCheckpoint found it busy): start the wait again.
+		lg.timer.Reset(s.opts.CheckpointInterval)
+		lg.timerOn = true
 	}
 }
 
@@ -205,7 +210,11 @@ func (s *Store) applyCheckpoint(c *checkpoint) error {
 		if err := s.applyLogged(tx, c.batches...); err != nil {
 			return err
 		}
-		return putUint64(tx.Bucket([]byte(bucketMeta)), lastAliveKey, uint64(time.Now().UnixNano()))
+		meta := tx.Bucket([]byte(bucketMeta))
+		if err := putUint64(meta, logAppliedKey, c.upTo); err != nil {
+			return err
+		}
+		return putUint64(meta, lastAliveKey, uint64(time.Now().UnixNano()))
 	})
 	s.stats.checkpoint(ops, time.Since(start), err)
 	if err != nil {
@@ -238,12 +247,23 @@ func (s *Store) applyLogged(tx *bolt.Tx, batches ...[]queuedOp) error {
 // Open. It returns the number the next segment gets.
 func (s *Store) replayLog() (uint64, error) {
 	dir := walDir(s.path)
+	var applied uint64
+	var marked bool // files before the marker have none: replay all
+	if err := s.view(func(tx *bolt.Tx) error {
+		applied, marked = getUint64(tx.Bucket([]byte(bucketMeta)), logAppliedKey)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
 	ns, err := listSegments(dir)
 	if err != nil || len(ns) == 0 {
-		return 1, err
+		return applied + 1, err
 	}
 	ops := 0
 	for i, n := range ns {
+		if marked && n <= applied {
+			continue // in the file already: a crash came before its removal
+		}
 		path := segmentPath(dir, n)
 		sg, err := readSegment(path)
 		if err == nil && sg.torn && i < len(ns)-1 {
@@ -256,7 +276,11 @@ func (s *Store) replayLog() (uint64, error) {
 			if err := s.applyLogged(tx, sg.ops); err != nil {
 				return err
 			}
-			return putUint64(tx.Bucket([]byte(bucketMeta)), lastAliveKey, uint64(max(s.lastAlive, sg.stamp)))
+			meta := tx.Bucket([]byte(bucketMeta))
+			if err := putUint64(meta, logAppliedKey, n); err != nil {
+				return err
+			}
+			return putUint64(meta, lastAliveKey, uint64(max(s.lastAlive, sg.stamp)))
 		}); err != nil {
 			return 0, fmt.Errorf("store: replaying log segment %s into %s: %w (free disk space and start again; the log is kept)", path, s.path, err)
 		}
@@ -267,5 +291,5 @@ func (s *Store) replayLog() (uint64, error) {
 		return 0, fmt.Errorf("store: removing the replayed log: %w", err)
 	}
 	s.log.Info("store: log replayed", "dir", dir, "segments", len(ns), "ops", ops)
-	return ns[len(ns)-1] + 1, nil
+	return max(ns[len(ns)-1], applied) + 1, nil
 }

@@ -19,8 +19,9 @@ const (
 
 // Keys of the meta bucket.
 const (
-	schemaKey    = "schema"    // big-endian uint64 schema version
-	lastAliveKey = "lastAlive" // big-endian uint64 Unix ns of the last commit
+	schemaKey     = "schema"     // big-endian uint64 schema version
+	lastAliveKey  = "lastAlive"  // big-endian uint64 Unix ns of the last commit
+	logAppliedKey = "logApplied" // big-endian uint64: log segments up to this number are in the file
 )
 
 // SchemaVersion is the layout of buckets and keys this package reads and

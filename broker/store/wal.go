@@ -91,7 +91,7 @@ func (w *wal) create(n uint64) error {
 		return fmt.Errorf("store: create log segment: %w", err)
 	}
 	hdr := binary.BigEndian.AppendUint32([]byte(walMagic), walVersion)
-	if _, err := f.WriteAt(hdr, 0); err == nil {
+	if _, err = f.WriteAt(hdr, 0); err == nil {
 		err = fdatasync(f)
 	}
 	if err == nil {
