@@ -229,11 +229,25 @@ func median(v []float64) float64 {
 
 // runQuorum prints the quorum write's two tables.
 func runQuorum(single *node, cluster []*node, rounds int, duration, warmup time.Duration) error {
-	var perCPU [2][]float64 // acknowledged per CPU second of the broker processes: one node, three
+	var perCPU [2][]float64  // acknowledged per CPU second of the broker processes: one node, three
+	var perBusy [2][]float64 // the same per CPU second of the busiest broker process
 	measure := func(sc load.Scenario, addr string, procs ...*node) (float64, uint64, error) {
 		cfg := load.Config{QoS: 1, PayloadSize: 16, Warmup: warmup, Duration: duration, Addr: addr}
+		var snaps [][]time.Duration // each probe's CPU per process
 		if len(procs) > 0 {
-			cfg.Probe = func() (load.Usage, error) { return cpuOf(procs) }
+			cfg.Probe = func() (load.Usage, error) {
+				var u load.Usage
+				per := make([]time.Duration, len(procs))
+				for i, n := range procs {
+					pu, err := cpuOf([]*node{n})
+					if err != nil {
+						return u, err
+					}
+					per[i], u.CPU = pu.CPU, u.CPU+pu.CPU
+				}
+				snaps = append(snaps, per)
+				return u, nil
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), duration+warmup+60*time.Second)
 		defer cancel()
@@ -247,6 +261,15 @@ func runQuorum(single *node, cluster []*node, rounds int, duration, warmup time.
 				i = 1
 			}
 			perCPU[i] = append(perCPU[i], res.OutRate*res.Elapsed.Seconds()/res.BrokerCPU.Seconds())
+			if len(snaps) >= 2 {
+				var busiest time.Duration
+				for j := range procs {
+					busiest = max(busiest, snaps[len(snaps)-1][j]-snaps[0][j])
+				}
+				if busiest > 0 {
+					perBusy[i] = append(perBusy[i], res.OutRate*res.Elapsed.Seconds()/busiest.Seconds())
+				}
+			}
 		}
 		return res.OutRate, res.Lost, nil
 	}
@@ -267,8 +290,13 @@ func runQuorum(single *node, cluster []*node, rounds int, duration, warmup time.
 	}
 	fmt.Printf("| QoS 1, 50 publishers, 16 in flight each | one durable node | 3 nodes, quorum | 3 nodes / one node | lost |\n|---|---|---|---|---|\n")
 	fmt.Printf("| acknowledged/s | %.0f | %.0f | %.2f | %d |\n", median(one), median(three), median(three)/median(one), lost)
-	fmt.Printf("| acknowledged per CPU second of the brokers (all three nodes' summed) | %.0f | %.0f | %.2f | |\n\n",
+	fmt.Printf("| acknowledged per CPU second of the brokers (all three nodes' summed) | %.0f | %.0f | %.2f | |\n",
 		median(perCPU[0]), median(perCPU[1]), median(perCPU[1])/median(perCPU[0]))
+	// With a core per node (gateways each have their own), the busiest
+	// node bounds the cluster: this row is what the shared cores of one
+	// test machine hide.
+	fmt.Printf("| acknowledged per CPU second of the busiest broker (a core per node) | %.0f | %.0f | %.2f | |\n\n",
+		median(perBusy[0]), median(perBusy[1]), median(perBusy[1])/median(perBusy[0]))
 	var w1, w100 []float64
 	lost = 0
 	for range rounds {
