@@ -245,3 +245,40 @@ func TestRetainedDeletionReachesNodeBeyondBound(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRetainedQoS0OrderAcrossNodes: one publisher's QoS 0 messages on one
+// topic, every other one retained, reach a subscriber on another node in
+// publish order (retained ones travel reliably, plain ones best effort).
+func TestRetainedQoS0OrderAcrossNodes(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b := nodes[0], nodes[1]
+	var got collector
+	defer closeV5(subscribeV5(t, b.addr(), "order-sub", 0, "order/x", 0, &got))
+	interestKnown(t, a, "broker-b")
+	cl, _, err := crashV5(a.addr(), "order-pub", true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	const n = 400
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+		_, err := cl.Publish(ctx, &paho.Publish{Topic: "order/x", Payload: []byte(fmt.Sprint(i)), Retain: i%2 == 0})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, func() error { return got.has(fmt.Sprint(n - 1)) })
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	last := -1
+	for _, p := range got.got {
+		var v int
+		fmt.Sscan(p, &v)
+		if v <= last {
+			t.Fatalf("received %s after %d: out of publish order", p, last)
+		}
+		last = v
+	}
+}

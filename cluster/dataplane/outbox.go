@@ -24,6 +24,11 @@ type entry struct {
 	// rep is the record's part for its partition's copies (quorum.go);
 	// nil for records that are not QoS 1/2 publishes of a partition.
 	rep *repInfo
+	// after is, for a best effort record, the last reliable QoS 0 record
+	// (a retained one) appended before it: it is written only once the
+	// stream to the peer has passed that one, so the two stay in publish
+	// order (a retained QoS 0 message travels reliably, a plain one not).
+	after uint64
 	// volatile records are not kept across a restart (a new copy's fill,
 	// which its owner sends again): the store keeps an empty placeholder.
 	volatile bool
@@ -97,6 +102,9 @@ type outbox struct {
 	// before a restart, or removed from the membership): their records
 	// stay until they return or max pushes them out.
 	absent map[string]uint64
+	// lastQoS0 is the last reliable record nobody waits for (a retained
+	// QoS 0 message): best effort records queued after it wait for it.
+	lastQoS0 uint64
 	// known is len(peers)+len(absent), for the publish hook to skip a
 	// one-node cluster without taking mu.
 	known atomic.Int32
@@ -244,7 +252,7 @@ func (o *outbox) addBestEffort(msg []byte, topic string, groups map[string][]str
 			continue
 		}
 		ps.beBytes += len(msg)
-		ps.be = append(ps.be, entry{msg: msg, groups: g})
+		ps.be = append(ps.be, entry{msg: msg, groups: g, after: o.lastQoS0})
 		signal(ps)
 	}
 	o.mu.Unlock()
@@ -255,7 +263,10 @@ func (o *outbox) addBestEffort(msg []byte, topic string, groups map[string][]str
 // returns true; without one it returns false and never calls done.
 func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) bool {
 	o.mu.Lock()
-	o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups, rep: rep}, done)
+	seq := o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups, rep: rep}, done)
+	if rep == nil && done == nil {
+		o.lastQoS0 = seq
+	}
 	for _, ps := range o.peers {
 		signal(ps)
 	}
@@ -421,7 +432,6 @@ func (o *outbox) take(ps *peerStream, maxBytes int, head func(decided uint64, re
 	// holds records they release.
 	decide := ps.held > ps.decSent && decided > ps.decSent
 	var dones []func()
-	var wr wire.Rep
 	confirm := false
 	size := 0
 	for _, c := range ps.ctl {
@@ -434,18 +444,60 @@ func (o *outbox) take(ps *peerStream, maxBytes int, head func(decided uint64, re
 	}
 	clear(ps.ctl)
 	ps.ctl = ps.ctl[:0]
-	i := 0
-	for ; i < len(ps.be); i++ {
-		if n > 0 && size+len(ps.be[i].msg) > maxBytes {
+	i, full := 0, false
+	// Best effort records go first, each once the reliable records queued
+	// before it (after) were written; the reliable ones up to there in
+	// between.
+	for {
+		for ; i < len(ps.be) && ps.be[i].after <= ps.sent; i++ {
+			if n > 0 && size+len(ps.be[i].msg) > maxBytes {
+				full = true
+				break
+			}
+			size += add(0, ps.be[i].msg, ps.be[i].groups[ps.name], nil)
+			ps.beBytes -= len(ps.be[i].msg)
+			n++
+		}
+		if full || i == len(ps.be) {
 			break
 		}
-		size += add(0, ps.be[i].msg, ps.be[i].groups[ps.name], nil)
-		ps.beBytes -= len(ps.be[i].msg)
-		n++
+		before := ps.sent
+		o.takeReliableLocked(ps, ps.be[i].after, maxBytes, decided, want, add, &size, &n, &confirm)
+		if ps.sent == before || ps.sent < ps.be[i].after {
+			break // the stream waits (a decision, the frame full): so do the records after
+		}
 	}
 	clear(ps.be[:i])
 	ps.be = ps.be[i:]
-	for ps.sent < o.sendableLocked() {
+	if !full && len(ps.be) == 0 {
+		o.takeReliableLocked(ps, o.sendableLocked(), maxBytes, decided, want, add, &size, &n, &confirm)
+	}
+	if decide && n == 0 {
+		n, confirm = 1, true // the header alone
+	}
+	if n > 0 {
+		ps.decSent = max(ps.decSent, decided)
+	}
+	if confirm {
+		// Recorded here, under the lock, so that a confirmation read
+		// meanwhile never takes these records for passed over.
+		pid = nextPID()
+		ps.frames = append(ps.frames, sentFrame{pid: pid, lastSeq: ps.sent, dones: dones, decided: decided})
+	} else if len(ps.frames) == 0 && ps.cursor < ps.sent {
+		// Everything up to sent was passed over: nothing to wait for.
+		o.advanceLocked(ps, ps.sent)
+	}
+	return pid, n
+}
+
+// takeReliableLocked adds to the frame the reliable records of ps's
+// stream up to upTo (at most what is sendable) that the peer is to get,
+// passing over the others, until the frame is full or a record waits.
+func (o *outbox) takeReliableLocked(ps *peerStream, upTo uint64, maxBytes int, decided uint64, want func(topic string) bool,
+	add func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int, size, n *int, confirm *bool) {
+	var wr wire.Rep
+	upTo = min(upTo, o.sendableLocked())
+	for ps.sent < upTo {
 		e := o.entries[ps.sent-o.base]
 		if len(e.msg) > maxBytes {
 			ps.sent = e.seq // over this peer's Maximum Packet Size: it would refuse the frame forever
@@ -475,33 +527,17 @@ func (o *outbox) take(ps *peerStream, maxBytes int, head func(decided uint64, re
 				break
 			}
 		}
-		if n > 0 && size+len(e.msg) > maxBytes {
+		if *n > 0 && *size+len(e.msg) > maxBytes {
 			break
 		}
 		if rep != nil && rep.Decide && !rep.CopyOnly {
 			ps.held = e.seq
 		}
-		size += add(e.seq, e.msg, e.groups[ps.name], rep)
+		*size += add(e.seq, e.msg, e.groups[ps.name], rep)
 		ps.sent = e.seq
-		confirm = true
-		n++
+		*confirm = true
+		*n++
 	}
-	if decide && n == 0 {
-		n, confirm = 1, true // the header alone
-	}
-	if n > 0 {
-		ps.decSent = max(ps.decSent, decided)
-	}
-	if confirm {
-		// Recorded here, under the lock, so that a confirmation read
-		// meanwhile never takes these records for passed over.
-		pid = nextPID()
-		ps.frames = append(ps.frames, sentFrame{pid: pid, lastSeq: ps.sent, dones: dones, decided: decided})
-	} else if len(ps.frames) == 0 && ps.cursor < ps.sent {
-		// Everything up to sent was passed over: nothing to wait for.
-		o.advanceLocked(ps, ps.sent)
-	}
-	return pid, n
 }
 
 // addControl queues a control record for ps.
