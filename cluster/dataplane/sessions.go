@@ -378,6 +378,7 @@ func (s *Sessions) serveExport(req *sessionReq) sessionReply {
 		return sessionReply{}
 	}
 	s.flushAll()
+	s.awaitOwnWrites()
 	st, held := s.opts.Broker.ExportSession(req.Client, false)
 	if !held {
 		return sessionReply{}
@@ -412,6 +413,39 @@ func (s *Sessions) flushAll() {
 		}()
 	}
 	wg.Wait()
+}
+
+// awaitOwnWrites waits, at most flushWait, until the quorum writes of
+// this node's publishes that wait for their majority now are decided: a
+// publish reaches this node's subscribers only then, and one published
+// here before the claim, decided after the export, would reach neither
+// this node's copy of the session (gone) nor the claiming node's (which
+// had it as a copy before it installed the subscriptions). The routing
+// that follows a decision runs on the resolving goroutine right after it;
+// a short wait covers it.
+func (s *Sessions) awaitOwnWrites() {
+	if s.p.gate == nil {
+		return
+	}
+	o := s.p.out
+	var pending []*quorumWrite
+	o.mu.Lock()
+	for i := range o.entries {
+		if q := o.entries[i].rep.quorum(); q != nil && q.state.Load() == qPending {
+			pending = append(pending, q)
+		}
+	}
+	o.mu.Unlock()
+	if len(pending) == 0 {
+		return
+	}
+	deadline := time.Now().Add(flushWait)
+	for _, q := range pending {
+		for q.state.Load() == qPending && time.Now().Before(deadline) {
+			time.Sleep(flushPoll)
+		}
+	}
+	time.Sleep(2 * flushPoll)
 }
 
 // serveFlush answers once peer has confirmed every reliable record this
