@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -128,6 +129,9 @@ func openDB(path string, opts Options) (db *bolt.DB, err error) {
 			db, err = nil, unreadable(path, fmt.Errorf("%v", p))
 		}
 	}()
+	if err := checkLength(path); err != nil {
+		return nil, unreadable(path, err)
+	}
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, NoSync: opts.NoSync})
 	if err == nil {
 		return db, nil
@@ -144,6 +148,55 @@ func openDB(path string, opts Options) (db *bolt.DB, err error) {
 		return nil, fmt.Errorf("raftstore: open %s: %w", path, err)
 	}
 	return nil, unreadable(path, err)
+}
+
+// checkLength refuses a file shorter than its newest meta page says it
+// is (a truncated copy): bbolt maps it and faults (SIGSEGV, which recover
+// cannot catch) reading a page beyond the end.
+func checkLength(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // bolt.Open reports it
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	// Each meta page: a 16-byte page header, then magic, version,
+	// page size (uint32 each), flags, root bucket (16), freelist, the
+	// high water mark (pages in use) and the transaction id (uint64 each),
+	// in the machine's byte order (little endian on every target).
+	var best struct{ txid, pgid, psize uint64 }
+	found := false
+	for _, off := range []int64{0, -1} {
+		buf := make([]byte, 80)
+		if off < 0 {
+			if !found {
+				break
+			}
+			off = int64(best.psize)
+		}
+		if _, err := f.ReadAt(buf, off); err != nil {
+			continue
+		}
+		le := binary.LittleEndian
+		if le.Uint32(buf[16:]) != 0xED0CDAED {
+			continue
+		}
+		psize, pgid, txid := uint64(le.Uint32(buf[24:])), le.Uint64(buf[56:]), le.Uint64(buf[64:])
+		if psize == 0 {
+			continue
+		}
+		if !found || txid > best.txid {
+			best.txid, best.pgid, best.psize = txid, pgid, psize
+		}
+		found = true
+	}
+	if found && uint64(fi.Size()) < best.pgid*best.psize {
+		return fmt.Errorf("file truncated: %d bytes, its header says %d pages of %d", fi.Size(), best.pgid, best.psize)
+	}
+	return nil
 }
 
 func unreadable(path string, cause error) error {
