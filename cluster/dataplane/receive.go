@@ -81,13 +81,26 @@ type heldRec struct {
 func (s *senderState) addHeld(hs []heldRec) int {
 	n := 0
 	for _, h := range hs {
-		if k := len(s.held); k > 0 && !heldBefore(s.held[k-1].id, h.id) {
-			if slices.ContainsFunc(s.held, func(x heldRec) bool { return x.id == h.id }) {
-				continue
-			}
+		if k := len(s.held); k == 0 || heldBefore(s.held[k-1].id, h.id) {
+			s.held = append(s.held, h) // the usual case: after the last
+			n++
+			continue
 		}
-		s.held = append(s.held, h)
-		n++
+		// A resend below what is held (after a restart): in its place, so
+		// that releases stay in stream order.
+		i, found := slices.BinarySearchFunc(s.held, h.id, func(x heldRec, id copyID) int {
+			switch {
+			case x.id == id:
+				return 0
+			case heldBefore(x.id, id):
+				return -1
+			}
+			return 1
+		})
+		if !found {
+			s.held = slices.Insert(s.held, i, h)
+			n++
+		}
 	}
 	return n
 }
@@ -620,13 +633,7 @@ func (p *Plane) afterRelease(s *senderState, hs []heldRec) func(error) {
 			// may wait for it.
 			go func() {
 				s.mu.Lock()
-				p.recv.held.Add(int64(s.addHeld(hs)))
-				slices.SortFunc(s.held, func(a, b heldRec) int {
-					if heldBefore(a.id, b.id) {
-						return -1
-					}
-					return 1
-				})
+				p.recv.held.Add(int64(s.addHeld(hs))) // in order: addHeld inserts in place
 				s.mu.Unlock()
 			}()
 		} else if p.store != nil {

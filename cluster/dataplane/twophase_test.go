@@ -282,3 +282,23 @@ func TestTwoPhaseReleaseKeepsStreamOrder(t *testing.T) {
 		t.Fatalf("delivered %v, want m1 m2 m3", got)
 	}
 }
+
+// TestHeldStaysInStreamOrder: a copy resent below what is held (after a
+// restart of the copy) takes its place, and a repeat is not held twice.
+func TestHeldStaysInStreamOrder(t *testing.T) {
+	var s senderState
+	h := func(seq uint64) heldRec { return heldRec{id: copyID{origin: "a", boot: 1, seq: seq}} }
+	if n := s.addHeld([]heldRec{h(10), h(20)}); n != 2 {
+		t.Fatalf("added %d", n)
+	}
+	if n := s.addHeld([]heldRec{h(5), h(15), h(20)}); n != 2 {
+		t.Fatalf("added %d, want 2 (20 is held already)", n)
+	}
+	var got []uint64
+	for _, x := range s.held {
+		got = append(got, x.id.seq)
+	}
+	if !slices.Equal(got, []uint64{5, 10, 15, 20}) {
+		t.Fatalf("held %v, want 5 10 15 20", got)
+	}
+}
