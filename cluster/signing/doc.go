@@ -2,8 +2,9 @@
 // not Raft itself (discovery announcements, bootstrap checks, data-plane
 // control messages) with the cluster's SharedSecret.
 //
-// It owns the envelope byte layout and the keys derived from the secret,
-// and nothing else: it does no I/O and keeps no per-peer state.
+// It owns the envelope byte layout and the keys derived from the secret;
+// Requests adds the layout of signed HTTP requests and the replay cache
+// of their ids. It does no I/O of its own beyond Requests.Post.
 //
 // # Envelope
 //
@@ -33,6 +34,32 @@
 // accepted from each sender (discovery does) also rejects replays inside
 // the window: (sender, timestamp) never repeats.
 //
+// # Requests
+//
+// Requests (requests.go) is the one mechanism of every node-to-node HTTP
+// request that changes or reads state (the peer protocol's join, users,
+// LoT and catch-up reports, the session exchange, kept values). The body
+// travels as it is; the RequestHeader carries an envelope over
+//
+//	"gantry/request/v1\n" + JSON {method, path, node it is for,
+//	                               request id (128 random bits),
+//	                               SHA-256 of the body}
+//
+// and the reply's ReplyHeader one over "gantry/reply/v1\n" + JSON
+// {request id, SHA-256 of the reply body}. So a request is good for one
+// method, one path and one node, once: the receiver checks the header
+// before it reads any of the body, refuses an id it accepted within
+// twice the window (a bounded cache: full, it refuses rather than grows,
+// ErrCacheFull), reads at most the path's limit (http.MaxBytesReader),
+// and lets at most LargeRequests bodies above LargeBody be read and
+// served at once. An id is spent once its header verified, whatever
+// follows, so a recorded header gets one body read at most. A reply is
+// good for its request only: a recorded one fed to another is refused
+// (ErrNotReply), and so is a refusal's plain text, which is not signed.
+// Refusals are counted by Reason (Stats) and logged once a minute per
+// reason. The layout is not compatible with a build before it: nodes of
+// one cluster run one build.
+//
 // # No secret
 //
 // With an empty secret, Sign writes unsigned envelopes (flag bit 0 clear)
@@ -48,5 +75,7 @@
 //
 // A Signer is immutable after New except for the last-timestamp counter,
 // which is atomic: every method is safe for concurrent use. A nil *Signer
-// behaves as one without a secret.
+// behaves as one without a secret. Requests is safe for concurrent use:
+// its mu guards the replay cache and the log limiter, its counters are
+// atomic, and a buffered channel holds the large-body slots.
 package signing
