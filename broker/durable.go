@@ -109,13 +109,95 @@ func (sess *session) persistEntryLocked(d *delivery, t **storeTicket) bool {
 	sess.entrySeq++
 	d.entry = sess.entrySeq
 	done := (func(error))(nil)
-	if t != nil {
+	switch {
+	case t != nil && sentAgain(d.msg):
+		w := &entryWrite{sess: sess, entry: d.entry, t: ticketFor(t)}
+		done = w.done
+	case t != nil:
 		done = ticketFor(t).record
 	}
 	sess.srv.persistOps(done, PersistOp{Kind: PersistEntry, ClientID: sess.id, Seq: d.entry, Entry: &EntryRecord{
 		Seq: d.entry, Msg: d.msg, QoS: d.qos, Retain: d.retain, SubIDs: d.subIDs(),
 	}})
 	return true
+}
+
+// sentAgain reports whether m's publisher learns that a write of its
+// routing failed and then sends m again: a client's QoS 1/2 publish is
+// refused (0x80, or the connection of an MQTT 3.1.1 client is closed
+// without acknowledgement) and the client publishes it again; a peer
+// node's message is not confirmed to the peer, whose data-plane stream
+// sends it again until this node confirms it. In-process publishers (LoT,
+// connectors, wills) get the error but need not send again: their
+// deliveries stay queued even when unwritten (kept while the node runs,
+// lost if it stops), as before.
+func sentAgain(m *Message) bool { return m.Origin == OriginClient || m.Origin == OriginPeer }
+
+// entryWrite is the write of one queued delivery of a message whose
+// publisher sends it again when the write fails (sentAgain).
+type entryWrite struct {
+	sess  *session
+	entry uint64
+	t     *storeTicket
+}
+
+// done records the write's outcome in the routing's ticket and, when the
+// write failed, withdraws the delivery from the session's queue.
+//
+// Why withdraw: the store could not keep the message for this session
+// (disk full, I/O error), so the node refuses it (its publisher gets 0x80,
+// or the peer that sent it gets no confirmation) and the publisher sends
+// it again: a client on a new attempt, a peer node with the same record of
+// its stream, which it keeps and resends until this node confirms it
+// stored it. Had the unwritten delivery stayed in the queue, every resend
+// would queue the message once more, and a persistent subscriber that
+// comes back would receive it once per attempt (a QoS 2 message, which
+// MQTT delivers exactly once, twice or more on one connection: the full
+// disk of make chaos). Withdrawn, the session holds the message only from
+// the resend whose write succeeds, once the disk has room again: exactly
+// once, and on disk, so that it survives a restart as everything the
+// session holds must. Nothing is lost: whoever sent the message still
+// holds it, because it was not acknowledged.
+//
+// A delivery already taken for sending (its session was online) is not
+// withdrawn: its client has it, and it stays in flight until the client
+// acknowledges it.
+//
+// done runs on the store's goroutine, before the barrier that answers the
+// publisher (the store calls back in submission order): the delivery is
+// gone from the queue before its publisher can send it again.
+func (w *entryWrite) done(err error) {
+	w.t.record(err)
+	if err != nil {
+		w.sess.withdrawUnstored(w.entry)
+	}
+}
+
+// withdrawUnstored removes the queued delivery with entry number entry,
+// whose write failed; a delivery taken for sending already stays. It
+// reports whether one was removed.
+func (sess *session) withdrawUnstored(entry uint64) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	q := &sess.queue
+	// From the back: the failed write is of a recent delivery. Entry
+	// numbers rise along the queue (0 for deliveries not stored), so the
+	// search stops below entry.
+	for i := len(q.items) - 1; i >= q.head; i-- {
+		e := q.items[i].entry
+		if e == entry {
+			m := q.items[i].msg
+			q.removeAt(i)
+			m.release() // the queue's reference
+			sess.srv.stats.StoreWithdrawn.Add(1)
+			sess.relieveLocked(false)
+			return true
+		}
+		if e != 0 && e < entry {
+			break
+		}
+	}
+	return false
 }
 
 // forgetEntryLocked deletes a stored delivery. The caller holds sess.mu.

@@ -945,6 +945,99 @@ func testStoreWriteFailure(t *testing.T, p durProto, splitBatch bool) {
 	s.none(t)
 }
 
+// A QoS 2 message whose write to an offline persistent session failed is
+// sent again by its sender: a peer node that got no confirmation resends
+// the same record of its stream (DeliverBatch again), a client refused
+// with 0x80 publishes it again. The session must hold it once: the
+// subscriber that comes back gets it exactly once (the full disk of make
+// chaos delivered it once per attempt, from the unwritten copy the queue
+// kept), and nothing is left of it after a restart.
+func TestDurableStoreWriteFailureResend(t *testing.T) {
+	t.Parallel()
+	for _, p := range durProtos {
+		for _, from := range []string{"peer", "client"} {
+			t.Run(p.name+"/"+from, func(t *testing.T) {
+				t.Parallel()
+				var fp *failingPersister
+				n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
+					fp = &failingPersister{Store: st}
+					return fp
+				})
+				subID, topic := "wr-sub-"+p.name+"-"+from, "wr/"+p.name+"/"+from
+				s := p.persistent(t, n.addr, subID, true)
+				s.subscribe(t, topic, 2)
+				s.close()
+				n.connections(0)
+
+				fp.failNext()
+				if from == "peer" {
+					deliverPeer(t, n.srv, topic, "once", errInjected)
+					deliverPeer(t, n.srv, topic, "once", nil) // the peer's resend
+				} else {
+					publishAgainAfterRefusal(t, n, topic, "once")
+				}
+				if k := fp.failures(); k != 1 {
+					t.Fatalf("%d writes failed, want 1", k)
+				}
+				if got := n.srv.Stats().StoreWithdrawn.Load(); got != 1 {
+					t.Fatalf("StoreWithdrawn = %d, want 1", got)
+				}
+
+				s = p.persistent(t, n.addr, subID, false)
+				durExpect(t, s.next(t), topic, "once", 2)
+				s.none(t)
+				n.drained()
+				s.close()
+				n.connections(0)
+
+				// Delivered and acknowledged: nothing is left after a
+				// restart either.
+				n.restart()
+				s = p.persistent(t, n.addr, subID, false)
+				s.none(t)
+			})
+		}
+	}
+}
+
+// deliverPeer routes a QoS 2 message from a peer node as the data plane
+// does and waits for the store's answer, which must match want.
+func deliverPeer(t *testing.T, srv *broker.Server, topic, payload string, want error) {
+	t.Helper()
+	m := &broker.Message{Topic: topic, Payload: []byte(payload), QoS: 2, Origin: broker.OriginPeer, ClientID: "node-2"}
+	answer := make(chan error, 1)
+	if !srv.DeliverBatch([]*broker.Message{m}, func(err error) { answer <- err }) {
+		t.Fatal("DeliverBatch stored nothing for a persistent session")
+	}
+	select {
+	case err := <-answer:
+		if !errors.Is(err, want) {
+			t.Fatalf("DeliverBatch answered %v, want %v", err, want)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("DeliverBatch did not answer")
+	}
+}
+
+// publishAgainAfterRefusal publishes payload at QoS 2 from an MQTT 5
+// client, which the failed write refuses (PUBREC 0x80), then again as the
+// client does after a refusal, which succeeds.
+func publishAgainAfterRefusal(t *testing.T, n *durNode, topic, payload string) {
+	t.Helper()
+	c, _ := connectRaw(t, n.addr, packet.Connect{Version: packet.V5, CleanStart: true, KeepAlive: 60, ClientID: "wr-pub-" + topic})
+	c.sendPackets(rawPublish(topic, 2, 1, payload))
+	if a := c.expectAck(packet.PUBREC); a.PacketID != 1 || a.ReasonCode != packet.UnspecifiedError {
+		t.Fatalf("PUBREC %d %v, want 1 with 0x80 (unspecified error)", a.PacketID, a.ReasonCode)
+	}
+	c.sendPackets(rawPublish(topic, 2, 2, payload))
+	if a := c.expectAck(packet.PUBREC); a.PacketID != 2 || a.ReasonCode != packet.Success {
+		t.Fatalf("PUBREC %d %v, want 2 success", a.PacketID, a.ReasonCode)
+	}
+	c.sendPackets(ack(packet.PUBREL, 2))
+	c.expectAck(packet.PUBCOMP)
+	c.nc.Close()
+}
+
 // A SUBSCRIBE whose session write fails is refused (SUBACK 0x80): a
 // client that has a successful SUBACK keeps the subscription across a
 // crash.

@@ -75,6 +75,7 @@ type Stats struct {
 	RefusedPublishes atomic.Uint64
 	MalformedPackets atomic.Uint64
 	StoreFailures    atomic.Uint64 // publishes refused because the store failed to write
+	StoreWithdrawn   atomic.Uint64 // queued deliveries taken back: their write failed and their sender sends them again (entryWrite)
 	Congestions      atomic.Uint64 // times a session queue filled up and publishers were paused
 	PublisherPauses  atomic.Uint64 // times a publisher's reader waited for a congested session
 

@@ -371,6 +371,17 @@ func (q *deque) pushBack(d delivery) {
 	q.items = append(q.items, d)
 }
 
+// removeAt removes the item at index i of q.items (q.head <= i).
+func (q *deque) removeAt(i int) {
+	if i == q.head {
+		q.popFront()
+		return
+	}
+	copy(q.items[i:], q.items[i+1:])
+	q.items[len(q.items)-1] = delivery{}
+	q.items = q.items[:len(q.items)-1]
+}
+
 func (q *deque) popFront() {
 	q.items[q.head] = delivery{}
 	q.head++
