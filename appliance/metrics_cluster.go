@@ -42,6 +42,19 @@ var clusterMetrics = []struct {
 		func(st *cluster.Status) float64 { return float64(st.Partitions.Version) }},
 }
 
+// The requests between nodes (cluster/signing, "Requests"): one set of
+// counters per node, over the peer protocol, the session exchange and
+// the kept values.
+var (
+	reqAccepted = prometheus.NewDesc("coreflux_cluster_requests_accepted_total",
+		"Signed requests from other nodes this node accepted (peer protocol, sessions, kept values).", nil, nil)
+	reqRefused = prometheus.NewDesc("coreflux_cluster_requests_refused_total",
+		"Requests from other nodes refused, by reason: forged, unsigned, stale, malformed, replayed, wrong_path, wrong_node, too_large, busy, cache_full.",
+		[]string{"reason"}, nil)
+	reqCached = prometheus.NewDesc("coreflux_cluster_request_ids_cached",
+		"Request ids remembered to refuse their replay (bounded; cache_full refusals when full).", nil, nil)
+)
+
 func b2f(b bool) float64 {
 	if b {
 		return 1
@@ -53,6 +66,9 @@ func (c clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range clusterMetrics {
 		ch <- m.desc
 	}
+	ch <- reqAccepted
+	ch <- reqRefused
+	ch <- reqCached
 }
 
 func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
@@ -60,4 +76,10 @@ func (c clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range clusterMetrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&st))
 	}
+	rs := c.c.Requests().Stats()
+	ch <- prometheus.MustNewConstMetric(reqAccepted, prometheus.CounterValue, float64(rs.Accepted))
+	for reason, v := range rs.Refused {
+		ch <- prometheus.MustNewConstMetric(reqRefused, prometheus.CounterValue, float64(v), reason)
+	}
+	ch <- prometheus.MustNewConstMetric(reqCached, prometheus.GaugeValue, float64(rs.Cached))
 }

@@ -199,7 +199,7 @@ func UsersThroughRunningNode(cfg config.Config, s *auth.Store) (through, running
 		return false, true
 	}
 	s.SetReplicator(&usersThroughNode{store: s, addr: addr, cluster: cl.ClusterId, node: cl.NodeName,
-		signer: signing.New([]byte(cl.SharedSecret), nil), http: hc})
+		requests: signing.NewRequests(signing.New([]byte(cl.SharedSecret), nil), nil), http: hc})
 	return true, true
 }
 
@@ -210,7 +210,7 @@ type usersThroughNode struct {
 	store         *auth.Store
 	addr          string
 	cluster, node string
-	signer        *signing.Signer
+	requests      *signing.Requests // sends only: the node's answers are checked against their request
 	http          *http.Client
 }
 
@@ -228,7 +228,7 @@ func (r *usersThroughNode) Replicate(change func(map[string]auth.User) error) er
 		if err := change(users); err != nil {
 			return err
 		}
-		_, err = cluster.PostUsers(ctx, r.http, r.signer, r.addr, cluster.UsersRequest{ClusterID: r.cluster,
+		_, err = cluster.PostUsers(ctx, r.http, r.requests, r.addr, r.node, cluster.UsersRequest{ClusterID: r.cluster,
 			From: "gantry command on " + r.node, Node: r.node, Base: mark.Version, Users: userList(users)})
 		if errors.Is(err, cluster.ErrUsersConflict) && attempt < 5 {
 			continue // the node waited for the newer users: compute again

@@ -95,9 +95,13 @@ func TestAdvertisedHostHoldsJoin(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			var h Hello
-			member.readSigned(r.Body, &h)
+			req, ok := member.readRequest(w, r, JoinPath, maxPeerBody, &h)
+			if !ok {
+				return
+			}
+			defer req.Done()
 			joins <- join{res.resolved(), h.RaftAddr}
-			member.writeSigned(w, http.StatusConflict, joinReply{Error: "not now"})
+			member.writeReply(w, req, http.StatusConflict, joinReply{Error: "not now"})
 			return
 		}
 		member.writeSigned(w, http.StatusOK, Hello{ClusterID: "test-cluster", NodeName: "member", RaftAddr: "127.0.0.1:1",

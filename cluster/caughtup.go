@@ -3,9 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -52,19 +50,14 @@ func (n *Node) ReportCaughtUp(ctx context.Context, p int, node string) error {
 	if ops == "" {
 		return fmt.Errorf("%w: leader %s at %q", ErrNoMajority, id, addr)
 	}
-	body, _ := json.Marshal(CaughtUpRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Partition: p, Node: node})
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ops+CaughtUpPath, bytes.NewReader(n.signer.Sign(body)))
-	if err != nil {
-		return err
-	}
-	resp, err := n.http.Do(hr)
+	var done struct{}
+	ans, err := postRequest(ctx, n.http, n.requests, ops, CaughtUpPath, string(id),
+		CaughtUpRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Partition: p, Node: node}, &done)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoMajority, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("cluster: catch-up report refused by %s: %s %s", ops, resp.Status, bytes.TrimSpace(msg))
+	if ans.Status != http.StatusOK || ans.Err != nil {
+		return fmt.Errorf("cluster: catch-up report refused by %s: %d %s", ops, ans.Status, bytes.TrimSpace(ans.Body))
 	}
 	return nil
 }
@@ -75,10 +68,11 @@ func (n *Node) serveCaughtUp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req CaughtUpRequest
-	if err := n.readSigned(r.Body, &req); err != nil {
-		http.Error(w, "bad signature or body", http.StatusForbidden)
+	signed, ok := n.readRequest(w, r, CaughtUpPath, maxPeerBody, &req)
+	if !ok {
 		return
 	}
+	defer signed.Done()
 	if req.ClusterID != n.opts.ClusterID {
 		http.Error(w, "another cluster", http.StatusConflict)
 		return
@@ -91,7 +85,7 @@ func (n *Node) serveCaughtUp(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	n.writeReply(w, signed, http.StatusOK, struct{}{}) // signed for the report: a recorded "done" cannot answer another
 }
 
 // LeaderContact reports whether this node leads, or heard from the leader

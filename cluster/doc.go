@@ -144,6 +144,11 @@
 // replay to its window; a peer question (GET /cluster/peer) also carries
 // a fresh nonce that the signed answer must echo, so a recorded answer
 // is refused at once (a host in discovery cannot pass for another node).
+// Every POST of the peer protocol (join, users, LoT, catch-up) goes
+// through the node's signing.Requests (Node.Requests): signed for its
+// method, path, target node and a fresh request id, taken once, bounded
+// per path, its reply signed for that id; the appliance shares the same
+// Requests with the session and kept-value exchanges.
 // The data plane (cluster/dataplane) links every member to every other;
 // Topology ring runs as the mesh, by decision: with interest routing the
 // mesh sends a message only to nodes that want it, and the reference's

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -103,7 +102,7 @@ func (n *Node) ChangeLoT(ctx context.Context, base uint64, deletes []LoTDelete, 
 		return 0, fmt.Errorf("%w: leader %s at %q", ErrLoTNoMajority, id, addr)
 	}
 	req := LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Base: base, Deletes: deletes, Puts: puts}
-	return PostLoT(ctx, n.http, n.signer, ops, req)
+	return PostLoT(ctx, n.http, n.requests, ops, string(id), req)
 }
 
 // leaderChangeLoT commits a change on the leader; a cluster without
@@ -149,17 +148,17 @@ type LoTReply struct {
 
 func (n *Node) serveLoT(w http.ResponseWriter, r *http.Request) {
 	if !n.signer.Enabled() {
-		n.writeSigned(w, http.StatusForbidden, LoTReply{Error: errLoTNoSecret.Error()})
+		http.Error(w, errLoTNoSecret.Error(), http.StatusForbidden)
 		return
 	}
 	var req LoTRequest
-	if err := n.readSigned(r.Body, &req, maxLoTBody); err != nil {
-		n.log.Warn("refused a LoT change", "from", r.RemoteAddr, "err", err)
-		http.Error(w, "bad signature or body", http.StatusForbidden)
+	signed, ok := n.readRequest(w, r, LoTPath, maxLoTBody, &req)
+	if !ok {
 		return
 	}
+	defer signed.Done()
 	if req.ClusterID != n.opts.ClusterID {
-		n.writeSigned(w, http.StatusConflict, LoTReply{Error: fmt.Sprintf(
+		n.writeReply(w, signed, http.StatusConflict, LoTReply{Error: fmt.Sprintf(
 			"cluster: this is node %s of cluster %q, the change is for %q", n.opts.NodeName, n.opts.ClusterID, req.ClusterID)})
 		return
 	}
@@ -189,30 +188,22 @@ func (n *Node) serveLoT(w http.ResponseWriter, r *http.Request) {
 			rep.Code, status = "noMajority", http.StatusServiceUnavailable
 		}
 	}
-	n.writeSigned(w, status, rep)
+	n.writeReply(w, signed, status, rep)
 }
 
-// PostLoT sends a LoT change to the leader answering the peer protocol at
-// opsAddr, signed by signer, and returns the version it committed.
-func PostLoT(ctx context.Context, client *http.Client, signer *signing.Signer, opsAddr string, req LoTRequest) (uint64, error) {
-	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+opsAddr+LoTPath, bytes.NewReader(signer.Sign(body)))
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(hr)
+// PostLoT sends a LoT change to the leader, node to, answering the peer
+// protocol at opsAddr, signed by q, and returns the version it committed.
+func PostLoT(ctx context.Context, client *http.Client, q *signing.Requests, opsAddr, to string, req LoTRequest) (uint64, error) {
+	var rep LoTReply
+	ans, err := postRequest(ctx, client, q, opsAddr, LoTPath, to, req, &rep)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrLoTNoMajority, err)
 	}
-	defer resp.Body.Close()
-	var rep LoTReply
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody))
-	msg, err := signer.Verify(data)
-	if err != nil || json.Unmarshal(msg.Payload, &rep) != nil {
-		if resp.StatusCode == http.StatusForbidden {
-			return 0, fmt.Errorf("cluster: LoT change refused by %s: %s %s (is Cluster.SharedSecret the same on every node?)", opsAddr, resp.Status, bytes.TrimSpace(data))
+	if ans.Err != nil {
+		if ans.Status == http.StatusForbidden {
+			return 0, fmt.Errorf("cluster: LoT change refused by %s: %d %s (is Cluster.SharedSecret the same on every node?)", opsAddr, ans.Status, bytes.TrimSpace(ans.Body))
 		}
-		return 0, fmt.Errorf("%w: LoT change via %s: %s %s", ErrLoTNoMajority, opsAddr, resp.Status, bytes.TrimSpace(data))
+		return 0, fmt.Errorf("%w: LoT change via %s: %d %s: %v", ErrLoTNoMajority, opsAddr, ans.Status, bytes.TrimSpace(ans.Body), ans.Err)
 	}
 	switch rep.Code {
 	case "":
@@ -271,7 +262,7 @@ func (n *Node) ClaimStart(ctx context.Context, c StartClaim) error {
 	if ops == "" {
 		return fmt.Errorf("%w: leader %s at %q", ErrLoTNoMajority, id, addr)
 	}
-	_, err := PostLoT(ctx, n.http, n.signer, ops, LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Start: &c})
+	_, err := PostLoT(ctx, n.http, n.requests, ops, string(id), LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Start: &c})
 	return err
 }
 

@@ -44,10 +44,14 @@ type Node struct {
 	store  *raftstore.Store
 	fsm    *fsm
 	signer *signing.Signer
-	live   *liveness
-	obsCh  chan raft.Observation
-	nudge  chan struct{} // wakes the control loop at once (this node became leader)
-	obs    *raft.Observer
+	// requests signs and checks this node's HTTP requests to and from the
+	// other nodes (users, LoT, catch-up, join; the appliance shares it
+	// with the session and kept exchanges: Requests).
+	requests *signing.Requests
+	live     *liveness
+	obsCh    chan raft.Observation
+	nudge    chan struct{} // wakes the control loop at once (this node became leader)
+	obs      *raft.Observer
 
 	// hadState is whether the node started with Raft state (it rejoins at
 	// once) or fresh (it waits to be added, then may bootstrap).
@@ -97,6 +101,8 @@ func New(opts Options) (*Node, error) {
 	}
 	n.fsm = &fsm{onChange: n.stateChanged}
 	n.signer = signing.New(opts.SharedSecret, nil)
+	n.requests = signing.NewRequests(n.signer, &signing.RequestOptions{Node: opts.NodeName,
+		Logger: n.log})
 	if err := n.open(); err != nil {
 		n.closeStores()
 		return nil, err

@@ -109,14 +109,10 @@ func (n *Node) writeSigned(w http.ResponseWriter, status int, v any) {
 	w.Write(n.signer.Sign(data))
 }
 
-// readSigned verifies a signed body and decodes it into v; limit, when
-// given, replaces maxPeerBody.
-func (n *Node) readSigned(r io.Reader, v any, limit ...int64) error {
-	max := int64(maxPeerBody)
-	if len(limit) > 0 {
-		max = limit[0]
-	}
-	body, err := io.ReadAll(io.LimitReader(r, max))
+// readSigned verifies a signed answer to GET PeerPath (bound to its
+// nonce by Hello.Nonce) and decodes it into v.
+func (n *Node) readSigned(r io.Reader, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r, maxPeerBody))
 	if err != nil {
 		return err
 	}
@@ -127,6 +123,54 @@ func (n *Node) readSigned(r io.Reader, v any, limit ...int64) error {
 	return json.Unmarshal(msg.Payload, v)
 }
 
+// Requests signs and checks this node's requests to and from the other
+// nodes (cluster/signing, "Requests"). The appliance shares it with the
+// exchanges it serves itself (sessions, kept values), so that one replay
+// cache, one bound on large bodies and one set of counters cover the
+// node.
+func (n *Node) Requests() *signing.Requests { return n.requests }
+
+// readRequest verifies a request of the peer protocol for path, at most
+// max bytes, and decodes it into v; it answers a refusal itself. The
+// caller calls Done on the request once it answered.
+func (n *Node) readRequest(w http.ResponseWriter, r *http.Request, path string, max int64, v any) (*signing.Request, bool) {
+	req, err := n.requests.VerifyRequest(w, r, path, max)
+	if err != nil {
+		signing.WriteRefusal(w, err)
+		return nil, false
+	}
+	if err := json.Unmarshal(req.Body, v); err != nil {
+		req.Done()
+		http.Error(w, "cluster: the request does not decode: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return req, true
+}
+
+// writeReply answers req with v, signed for it.
+func (n *Node) writeReply(w http.ResponseWriter, req *signing.Request, status int, v any) {
+	data, _ := json.Marshal(v)
+	n.requests.WriteReply(w, status, req, data)
+}
+
+// postRequest sends v as a signed request to path on node to at opsAddr
+// and decodes the reply signed for it into reply. It returns the answer's
+// status and body (for an error message) and why its reply was not taken.
+func postRequest(ctx context.Context, c *http.Client, q *signing.Requests, opsAddr, path, to string, v, reply any) (signing.Reply, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return signing.Reply{}, err
+	}
+	rep, err := q.Post(ctx, c, opsAddr, path, to, body, maxPeerReply)
+	if err == nil && rep.Err == nil {
+		rep.Err = json.Unmarshal(rep.Body, reply)
+	}
+	return rep, err
+}
+
+// maxPeerReply bounds an answer of the peer protocol.
+const maxPeerReply = 1 << 20
+
 // joinReply answers a join request.
 type joinReply struct {
 	Added  bool   `json:"added"`
@@ -136,24 +180,24 @@ type joinReply struct {
 
 func (n *Node) serveJoin(w http.ResponseWriter, r *http.Request) {
 	var h Hello
-	if err := n.readSigned(r.Body, &h); err != nil {
-		n.log.Warn("refused a join request", "from", r.RemoteAddr, "err", err)
-		http.Error(w, "bad signature or body", http.StatusForbidden)
+	req, ok := n.readRequest(w, r, JoinPath, maxPeerBody, &h)
+	if !ok {
 		return
 	}
+	defer req.Done()
 	if h.ClusterID != n.opts.ClusterID {
-		n.writeSigned(w, http.StatusConflict, joinReply{Error: errForeign.Error()})
+		n.writeReply(w, req, http.StatusConflict, joinReply{Error: errForeign.Error()})
 		return
 	}
 	if n.raft.State() != raft.Leader {
-		n.writeSigned(w, http.StatusConflict, joinReply{Leader: n.Leader(), Error: ErrNotLeader.Error()})
+		n.writeReply(w, req, http.StatusConflict, joinReply{Leader: n.Leader(), Error: ErrNotLeader.Error()})
 		return
 	}
 	if err := n.addMember(h); err != nil {
-		n.writeSigned(w, http.StatusServiceUnavailable, joinReply{Error: err.Error()})
+		n.writeReply(w, req, http.StatusServiceUnavailable, joinReply{Error: err.Error()})
 		return
 	}
-	n.writeSigned(w, http.StatusOK, joinReply{Added: true})
+	n.writeReply(w, req, http.StatusOK, joinReply{Added: true})
 }
 
 // opsAddr is where a discovered peer answers the peer protocol.
@@ -336,20 +380,13 @@ func (n *Node) readvertise(addr, why string) {
 // requestJoin asks a peer that belongs to the cluster to add this node;
 // only the leader acts on it.
 func (n *Node) requestJoin(ctx context.Context, h Hello) (bool, error) {
-	body, _ := json.Marshal(n.hello())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.OpsAddr+JoinPath,
-		bytes.NewReader(n.signer.Sign(body)))
-	if err != nil {
-		return false, err
-	}
-	resp, err := n.http.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
 	var rep joinReply
-	if err := n.readSigned(resp.Body, &rep); err != nil {
-		return false, fmt.Errorf("cluster: join via %s: %s", h.NodeName, resp.Status)
+	ans, err := postRequest(ctx, n.http, n.requests, h.OpsAddr, JoinPath, h.NodeName, n.hello(), &rep)
+	if err != nil {
+		return false, err
+	}
+	if ans.Err != nil {
+		return false, fmt.Errorf("cluster: join via %s: %d %s: %w", h.NodeName, ans.Status, bytes.TrimSpace(ans.Body), ans.Err)
 	}
 	if !rep.Added {
 		return false, fmt.Errorf("cluster: join via %s: %s", h.NodeName, rep.Error)

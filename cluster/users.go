@@ -3,10 +3,8 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -187,7 +185,7 @@ func (n *Node) proposeUsers(ctx context.Context, base uint64, users []User) (uin
 		return 0, fmt.Errorf("%w: leader %s at %q", ErrNoMajority, id, addr)
 	}
 	req := UsersRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Base: base, Users: users}
-	return PostUsers(ctx, n.http, n.signer, ops, req)
+	return PostUsers(ctx, n.http, n.requests, ops, string(id), req)
 }
 
 // leaderOps is where the leader answers the peer protocol: where
@@ -255,17 +253,17 @@ type UsersReply struct {
 
 func (n *Node) serveUsers(w http.ResponseWriter, r *http.Request) {
 	if !n.signer.Enabled() {
-		n.writeSigned(w, http.StatusForbidden, UsersReply{Error: errUsersNoSecret.Error()})
+		http.Error(w, errUsersNoSecret.Error(), http.StatusForbidden)
 		return
 	}
 	var req UsersRequest
-	if err := n.readSigned(r.Body, &req, maxUsersBody); err != nil {
-		n.log.Warn("refused a user change", "from", r.RemoteAddr, "err", err)
-		http.Error(w, "bad signature or body", http.StatusForbidden)
+	signed, ok := n.readRequest(w, r, UsersPath, maxUsersBody, &req)
+	if !ok {
 		return
 	}
+	defer signed.Done()
 	if req.ClusterID != n.opts.ClusterID || (req.Node != "" && req.Node != n.opts.NodeName) {
-		n.writeSigned(w, http.StatusConflict, UsersReply{Error: fmt.Sprintf(
+		n.writeReply(w, signed, http.StatusConflict, UsersReply{Error: fmt.Sprintf(
 			"cluster: this is node %s of cluster %q, the change is for node %q of %q", n.opts.NodeName, n.opts.ClusterID, req.Node, req.ClusterID)})
 		return
 	}
@@ -305,32 +303,24 @@ func (n *Node) serveUsers(w http.ResponseWriter, r *http.Request) {
 	} else {
 		n.log.Info("committed a user change", "from", req.From, "version", v)
 	}
-	n.writeSigned(w, status, rep)
+	n.writeReply(w, signed, status, rep)
 }
 
-// PostUsers sends a user change to the node answering the peer protocol
-// at opsAddr, signed by signer, and returns the version it committed. The
+// PostUsers sends a user change to node to, answering the peer protocol
+// at opsAddr, signed by q, and returns the version it committed. The
 // errors are this package's (ConflictError, ErrNoAdmin, ErrNoMajority,
 // ErrNotLeader) with the node's words.
-func PostUsers(ctx context.Context, client *http.Client, signer *signing.Signer, opsAddr string, req UsersRequest) (uint64, error) {
-	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+opsAddr+UsersPath, bytes.NewReader(signer.Sign(body)))
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(hr)
+func PostUsers(ctx context.Context, client *http.Client, q *signing.Requests, opsAddr, to string, req UsersRequest) (uint64, error) {
+	var rep UsersReply
+	ans, err := postRequest(ctx, client, q, opsAddr, UsersPath, to, req, &rep)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoMajority, err)
 	}
-	defer resp.Body.Close()
-	var rep UsersReply
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxUsersBody))
-	msg, err := signer.Verify(data)
-	if err != nil || json.Unmarshal(msg.Payload, &rep) != nil {
-		if resp.StatusCode == http.StatusForbidden {
-			return 0, fmt.Errorf("cluster: user change refused by %s: %s %s (is Cluster.SharedSecret the same on every node?)", opsAddr, resp.Status, bytes.TrimSpace(data))
+	if ans.Err != nil {
+		if ans.Status == http.StatusForbidden {
+			return 0, fmt.Errorf("cluster: user change refused by %s: %d %s (is Cluster.SharedSecret the same on every node?)", opsAddr, ans.Status, bytes.TrimSpace(ans.Body))
 		}
-		return 0, fmt.Errorf("%w: user change via %s: %s %s", ErrNoMajority, opsAddr, resp.Status, bytes.TrimSpace(data))
+		return 0, fmt.Errorf("%w: user change via %s: %d %s: %v", ErrNoMajority, opsAddr, ans.Status, bytes.TrimSpace(ans.Body), ans.Err)
 	}
 	switch rep.Code {
 	case "":
