@@ -23,6 +23,7 @@ func (n *Node) openSessions() {
 	if n.cfg.Durability.Enabled {
 		opts.DataDir = n.cfg.Cluster.DataDir // the claims survive a restart as the sessions do
 	}
+	n.dataPlane.UseRequests(n.Cluster.Requests()) // one replay cache and bound per node (cluster/signing, "Requests")
 	n.sessions = n.dataPlane.NewSessions(opts)
 	n.Broker.SetSessionClaimer(n.sessions)
 	n.Broker.AddObserver(n.sessions)

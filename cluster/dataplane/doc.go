@@ -179,8 +179,10 @@
 // the client's session from every other member (broker.SessionClaimer,
 // before the session attaches and the CONNACK leaves), over the peer
 // protocol on the operations port (POST /cluster/sessions/..., JSON
-// signed with SharedSecret; a request-response exchange, which the
-// one-way frames of the links are not):
+// signed with SharedSecret through signing.Requests: for its path and
+// node, once, bounded per path by sessionLimits, the reply signed for its
+// request; the node's Requests, shared by UseRequests. A request-response
+// exchange, which the one-way frames of the links are not):
 //
 //  1. takeover: each member closes its connection of that client
 //     (DISCONNECT 0x8E; the will is published at once, or waits for its

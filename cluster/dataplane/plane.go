@@ -136,7 +136,17 @@ type Plane struct {
 	sharedPeers atomic.Int32
 	sharedTurn  atomic.Uint64
 	wg          sync.WaitGroup // runAnnounce
+
+	// requests signs and checks the session exchange's requests
+	// (sessions_directory.go): the plane's own, or the node's (UseRequests).
+	requests *signing.Requests
 }
+
+// UseRequests makes the session exchange sign and check its requests
+// with q, the node's (shared with the peer protocol: one replay cache, one
+// bound on large bodies, one set of counters), instead of the plane's
+// own. Call it before NewSessions.
+func (p *Plane) UseRequests(q *signing.Requests) { p.requests = q }
 
 // New builds a data plane; Start runs it.
 func New(opts Options) (*Plane, error) {
@@ -156,6 +166,7 @@ func New(opts Options) (*Plane, error) {
 	p := &Plane{opts: opts, log: log.With("component", "dataplane", "node", opts.NodeName),
 		boot: uint64(time.Now().UnixNano()), links: map[string]*link{}}
 	p.recv.senders = map[string]*senderState{}
+	p.requests = signing.NewRequests(opts.Signer, &signing.RequestOptions{Node: opts.NodeName, Logger: p.log})
 	if opts.DataDir != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("dataplane: %w", err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"gantry/broker"
+	"gantry/cluster/signing"
 )
 
 // The directory: every node pushes the list of its persistent sessions
@@ -207,28 +207,45 @@ func (s *Sessions) postWithin(wait time.Duration, member, path string, req sessi
 	if err != nil {
 		return err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ops+path, bytes.NewReader(s.p.opts.Signer.Sign(data)))
+	_, maxReply := sessionLimits(path)
+	ans, err := s.p.requests.Post(ctx, s.opts.HTTP, ops, path, member, data, maxReply)
 	if err != nil {
 		return err
 	}
-	resp, err := s.opts.HTTP.Do(hr)
-	if err != nil {
-		return err
+	if ans.Status != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", member, ans.Status, bytes.TrimSpace(ans.Body))
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxSessionMsg))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s: %s", member, resp.Status, bytes.TrimSpace(raw))
+	if ans.Err != nil {
+		return fmt.Errorf("%s: %w", member, ans.Err)
 	}
 	if reply == nil {
 		return nil
 	}
-	msg, err := s.p.opts.Signer.Verify(raw)
-	if err != nil {
-		return fmt.Errorf("%s: %w", member, err)
-	}
-	return json.Unmarshal(msg.Payload, reply)
+	return json.Unmarshal(ans.Body, reply)
 }
+
+// sessionLimits bounds a path's request and reply by what it carries: a
+// whole session travels in a handover's request and an export's reply
+// only; a directory push carries every persistent session of its node
+// (some 140,000 at a few subscriptions each); the rest carry a client id
+// and, answering a takeover, its subscriptions.
+func sessionLimits(path string) (request, reply int64) {
+	switch path {
+	case SessionsHandoverPath:
+		return maxSessionMsg, smallSessionMsg
+	case SessionsExportPath:
+		return smallSessionMsg, maxSessionMsg
+	case SessionsDirectoryPath:
+		return directorySessionMsg, smallSessionMsg
+	}
+	return smallSessionMsg, smallSessionMsg
+}
+
+// Limits of sessionLimits below maxSessionMsg.
+const (
+	smallSessionMsg     = 4 << 20
+	directorySessionMsg = 64 << 20
+)
 
 // Handler serves the exchange's paths (SessionsPath and below).
 func (s *Sessions) Handler() http.Handler {
@@ -252,17 +269,16 @@ func (s *Sessions) serve(w http.ResponseWriter, r *http.Request, path string) {
 		http.Error(w, "the session exchange needs Cluster.SharedSecret", http.StatusForbidden)
 		return
 	}
-	var req sessionReq
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxSessionMsg))
-	if err == nil {
-		msg, verr := s.p.opts.Signer.Verify(raw)
-		if err = verr; err == nil {
-			err = json.Unmarshal(msg.Payload, &req)
-		}
-	}
+	max, _ := sessionLimits(path)
+	signed, err := s.p.requests.VerifyRequest(w, r, path, max)
 	if err != nil {
-		s.p.warn("sessions-refused", "refused a session request", fmt.Errorf("from %s: %w", r.RemoteAddr, err))
-		http.Error(w, "bad signature or body", http.StatusForbidden)
+		signing.WriteRefusal(w, err)
+		return
+	}
+	defer signed.Done()
+	var req sessionReq
+	if err := json.Unmarshal(signed.Body, &req); err != nil {
+		http.Error(w, "the request does not decode", http.StatusBadRequest)
 		return
 	}
 	if req.ClusterID != s.p.opts.ClusterID || req.From == "" {
@@ -286,8 +302,7 @@ func (s *Sessions) serve(w http.ResponseWriter, r *http.Request, path string) {
 		reply = s.serveFlush(req.From)
 	}
 	data, _ := json.Marshal(reply)
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Write(s.p.opts.Signer.Sign(data))
+	s.p.requests.WriteReply(w, http.StatusOK, signed, data)
 }
 
 // SessionsStatus is GET /cluster/sessions.

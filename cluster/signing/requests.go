@@ -425,17 +425,24 @@ func (q *Requests) WriteReply(w http.ResponseWriter, status int, req *Request, p
 // VerifyReply checks that payload, with its ReplyHeader value header, is
 // the reply signed for request id.
 func (q *Requests) VerifyReply(id, header string, payload []byte) error {
+	hash, err := q.openReply(id, header)
+	if err == nil && hash != bodyHash(payload) {
+		err = fmt.Errorf("%w: the body is not the one signed", ErrNotReply)
+	}
+	return err
+}
+
+// openReply checks a reply's header against request id and returns the
+// hash of the body it signed.
+func (q *Requests) openReply(id, header string) (string, error) {
 	var meta replyMeta
 	if _, err := q.openHeader(header, replyLabel, &meta); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotReply, err)
+		return "", fmt.Errorf("%w: %w", ErrNotReply, err)
 	}
 	if meta.ID != id {
-		return fmt.Errorf("%w: it answers request %s", ErrNotReply, meta.ID)
+		return "", fmt.Errorf("%w: it answers request %s", ErrNotReply, meta.ID)
 	}
-	if meta.Body != bodyHash(payload) {
-		return fmt.Errorf("%w: the body is not the one signed", ErrNotReply)
-	}
-	return nil
+	return meta.Body, nil
 }
 
 // Reply is an answer to Post.
@@ -448,9 +455,15 @@ type Reply struct {
 	Err error
 }
 
+// maxUnsigned bounds what Post reads of an answer that is not a signed
+// reply: a refusal's text.
+const maxUnsigned = 64 << 10
+
 // Post sends body, signed, as POST path to node to at addr (host:port),
-// and returns the answer, at most maxReply bytes of it. The error is the
-// transport's, or an answer beyond maxReply.
+// and returns the answer. The reply's header is checked before its body
+// is read: a signed reply is read up to maxReply bytes, anything else up
+// to 64 KiB (for its text). The error is the transport's, or a signed
+// reply beyond maxReply.
 func (q *Requests) Post(ctx context.Context, c *http.Client, addr, path, to string, body []byte, maxReply int64) (Reply, error) {
 	id, sig := q.SignRequest(http.MethodPost, path, to, body)
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
@@ -464,17 +477,27 @@ func (q *Requests) Post(ctx context.Context, c *http.Client, addr, path, to stri
 		return Reply{}, err
 	}
 	defer resp.Body.Close()
-	if resp.ContentLength > maxReply {
+	hash, verr := q.openReply(id, resp.Header.Get(ReplyHeader))
+	limit := maxReply
+	if verr != nil {
+		limit = min(maxReply, maxUnsigned)
+	} else if resp.ContentLength > maxReply {
 		return Reply{}, fmt.Errorf("signing: %s answered %d bytes, beyond %d", path, resp.ContentLength, maxReply)
 	}
-	raw, err := readBody(io.LimitReader(resp.Body, maxReply+1), resp.ContentLength)
+	raw, err := readBody(io.LimitReader(resp.Body, limit+1), min(resp.ContentLength, limit))
 	if err != nil {
 		return Reply{}, err
 	}
-	if int64(len(raw)) > maxReply {
-		return Reply{}, fmt.Errorf("signing: %s answered more than %d bytes", path, maxReply)
+	if int64(len(raw)) > limit {
+		if verr == nil {
+			return Reply{}, fmt.Errorf("signing: %s answered more than %d bytes", path, maxReply)
+		}
+		raw = raw[:limit]
 	}
-	return Reply{Status: resp.StatusCode, Body: raw, Err: q.VerifyReply(id, resp.Header.Get(ReplyHeader), raw)}, nil
+	if verr == nil && hash != bodyHash(raw) {
+		verr = fmt.Errorf("%w: the body is not the one signed", ErrNotReply)
+	}
+	return Reply{Status: resp.StatusCode, Body: raw, Err: verr}, nil
 }
 
 // RequestStats are the counters of Requests.
