@@ -291,9 +291,8 @@ func copyKey(p uint32, key uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, key)
 }
 
-// encodeCopy is a record's value in the copies bucket.
-func encodeCopy(r *copyRec) []byte {
-	b := make([]byte, 0, len(r.msg)+len(r.id.origin)+32)
+// appendCopy appends r's value in the copies bucket to b.
+func appendCopy(b []byte, r *copyRec) []byte {
 	b = binary.AppendUvarint(b, r.epoch)
 	b = binary.AppendUvarint(b, uint64(r.at))
 	b = binary.AppendUvarint(b, r.id.boot)
@@ -351,6 +350,7 @@ func (s *store) copyRanges() map[uint32][2]uint64 {
 
 // rangeCopies calls fn with partition p's stored records from key from.
 func (s *store) rangeCopies(p uint32, from uint64, fn func(key uint64, r copyRec) bool) {
+	s.settle()
 	s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketCopies).Cursor()
 		for k, v := c.Seek(copyKey(p, from)); k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == p; k, v = c.Next() {
@@ -395,54 +395,12 @@ func (s *store) putCopies(p uint32, keys []uint64, recs []copyRec, trimTo uint64
 	}
 }
 
-func commitCopies(tx *bolt.Tx, copies []pendingCopies, heldGone, copiesGone [][]byte) error {
-	b, hb := tx.Bucket(bucketCopies), tx.Bucket(bucketHeld)
-	for _, pc := range copies {
-		for i := range pc.recs {
-			k := copyKey(pc.p, pc.keys[i])
-			if err := b.Put(k, encodeCopy(&pc.recs[i])); err != nil {
-				return err
-			}
-			if pc.recs[i].hold {
-				if err := hb.Put(heldKey(pc.recs[i].id), k); err != nil {
-					return err
-				}
-			}
-		}
-		if pc.trimTo == 0 {
-			continue
-		}
-		var gone [][]byte
-		c := b.Cursor()
-		for k, _ := c.Seek(copyKey(pc.p, 0)); k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == pc.p &&
-			binary.BigEndian.Uint64(k[4:]) <= pc.trimTo; k, _ = c.Next() {
-			gone = append(gone, k)
-		}
-		for _, k := range gone {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-	}
-	// After the puts: a record held and released (or refused) within one
-	// commit is gone.
-	for _, k := range heldGone {
-		if err := hb.Delete(k); err != nil {
-			return err
-		}
-	}
-	for _, k := range copiesGone {
-		if err := b.Delete(k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // heldKey is a held record's key in the held bucket: its origin, a zero
 // byte, its boot and number, so that one origin's records are in order.
-func heldKey(id copyID) []byte {
-	b := make([]byte, 0, len(id.origin)+17)
+func heldKey(id copyID) []byte { return appendHeldKey(make([]byte, 0, len(id.origin)+17), id) }
+
+// appendHeldKey appends heldKey(id) to b.
+func appendHeldKey(b []byte, id copyID) []byte {
 	b = append(b, id.origin...)
 	b = append(b, 0)
 	b = binary.BigEndian.AppendUint64(b, id.boot)
@@ -481,6 +439,7 @@ func (s *store) dropHeld(hs []heldRec, copies bool, done func(error)) {
 // had not delivered yet when it stopped, for want of a decision.
 func (s *store) loadHeld() []heldRec {
 	var out []heldRec
+	s.settle()
 	s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCopies)
 		return tx.Bucket(bucketHeld).ForEach(func(k, v []byte) error {
@@ -498,4 +457,11 @@ func (s *store) loadHeld() []heldRec {
 		})
 	})
 	return out
+}
+
+// putCopyKey writes copyKey(p, key) into dst (12 bytes) and returns it.
+func putCopyKey(dst []byte, p uint32, key uint64) []byte {
+	binary.BigEndian.PutUint32(dst, p)
+	binary.BigEndian.PutUint64(dst[4:], key)
+	return dst[:12]
 }

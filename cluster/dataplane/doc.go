@@ -61,7 +61,9 @@
 // With durability the outbox, the peers' cursors and what was received
 // from each sender are in DataDir/dataplane.db (Options.DataDir): a
 // publisher's PUBACK waits for the record's write (one group commit, one
-// fsync, for all that arrived meanwhile), a restarted node resumes its
+// fsync, for all that arrived meanwhile: a frame appended to the store's
+// write-ahead log, DataDir/dataplane.db.wal/, and applied to bbolt by a
+// checkpoint every few MiB; storelog.go), a restarted node resumes its
 // stream where it was (same stream identity, numbers go on) and every
 // peer from its cursor, a peer that never confirmed anything included.
 // A record travels to the peers while its own write runs, so that the

@@ -529,6 +529,10 @@ type ReplicationStatus struct {
 	Held           int64  `json:"heldCopies"`
 	Released       uint64 `json:"heldReleased"`
 	RefusedDropped uint64 `json:"refusedCopiesDropped"`
+	// CheckpointFailures counts checkpoints of dataplane.db's log that
+	// bbolt refused (a full disk): the log keeps their writes, and the
+	// next checkpoint applies them.
+	CheckpointFailures uint64 `json:"storeCheckpointFailures"`
 	// Filling is the new copies this node, their owner, fills now.
 	Filling []FillStatus `json:"filling,omitempty"`
 }
@@ -554,6 +558,9 @@ func (p *Plane) ReplicationStatus() *ReplicationStatus {
 		Held: p.recv.held.Load(), Released: p.recv.released.Load(), RefusedDropped: p.recv.refusedDrop.Load()}
 	if m := g.pmap.Load(); m != nil {
 		st.MapVersion = m.Version
+	}
+	if p.store != nil {
+		st.CheckpointFailures = p.store.ckptFailures.Load()
 	}
 	g.mu.Lock()
 	for _, q := range g.waits {

@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -50,8 +52,28 @@ type store struct {
 	copiesGone     [][]byte // keys of the copies bucket to delete (refused)
 	leaseTo        uint64
 	closed         bool
+	settles        []chan struct{} // readers waiting for every logged write to be in bbolt
 	kick           chan struct{}
 	stopped        chan struct{}
+
+	// The write-ahead log (storelog.go); the writer goroutine's own.
+	log     segLog
+	frames  frame           // the frames logged since the last checkpoint started, in order
+	waiting []chan struct{} // settles the next checkpoint answers
+	busy    bool            // a checkpoint runs
+	ckpt    chan ckptResult // a finished checkpoint
+	scratch []byte          // an encoded copy or held key
+	// ckptFailures counts checkpoints bbolt refused (retried later; the
+	// log keeps their writes meanwhile).
+	ckptFailures atomic.Uint64
+}
+
+// ckptResult is a checkpoint's outcome: the frames it applied (to retry
+// when err is set) and the readers it answers.
+type ckptResult struct {
+	frames  []byte
+	waiters []chan struct{}
+	err     error
 }
 
 type pendingRecord struct {
@@ -61,12 +83,23 @@ type pendingRecord struct {
 
 // openStore opens (creating) the store at path.
 func openStore(path string) (*store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	// A checkpoint writes megabytes at once: bbolt growing its map in the
+	// middle of one copies every node the transaction touched
+	// (dereference) and searches an array freelist, which took most of a
+	// copy node's CPU under a quorum load. The map starts large (address
+	// space is no cost on 64 bits; 32-bit gateways get less) and the
+	// freelist is a map, rebuilt at open instead of written every commit.
+	mmap := 256 << 20
+	if strconv.IntSize == 32 {
+		mmap = 32 << 20
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: mmap,
+		FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: opening %s: %w", path, err)
 	}
 	s := &store{db: db, pendingCursors: map[string]uint64{}, inbox: map[string][2]uint64{}, versions: map[string]wire.Version{},
-		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+		kick: make(chan struct{}, 1), stopped: make(chan struct{}), ckpt: make(chan ckptResult, 1), log: segLog{dir: logDir(path)}}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -81,10 +114,14 @@ func openStore(path string) (*store, error) {
 		s.boot = uint64(time.Now().UnixNano())
 		return meta.Put(keyBoot, u64(s.boot))
 	})
+	if err == nil {
+		s.log.num, err = replayLog(db, s.log.dir)
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("dataplane: %s: %w", path, err)
 	}
+	s.frames.b = make([]byte, 0, checkpointBytes+checkpointBytes/8)
 	go s.run()
 	return s, nil
 }
@@ -258,88 +295,176 @@ func (s *store) putReceived(sender string, boot, seq uint64) {
 	s.queue(func() { s.inbox[sender] = [2]uint64{boot, seq} })
 }
 
-// run commits the queued writes until close.
+// run logs the queued writes in groups, and starts the checkpoints,
+// until close.
 func (s *store) run() {
 	defer close(s.stopped)
-	for range s.kick {
+	for {
+		select {
+		case <-s.kick:
+		case r := <-s.ckpt:
+			s.checkpointed(r)
+		}
 		s.mu.Lock()
 		records, dones, trimTo, cursors, inbox, versions, closed := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.versions, s.closed
 		copies, leaseTo, heldGone, copiesGone := s.copies, s.leaseTo, s.heldGone, s.copiesGone
 		s.records, s.dones, s.copies, s.leaseTo, s.heldGone, s.copiesGone = nil, nil, nil, 0, nil, nil
-		s.pendingCursors, s.inbox, s.versions = map[string]uint64{}, map[string][2]uint64{}, map[string]wire.Version{}
+		s.waiting = append(s.waiting, s.settles...)
+		s.settles = nil
+		if len(cursors) > 0 {
+			s.pendingCursors = map[string]uint64{}
+		}
+		if len(inbox) > 0 {
+			s.inbox = map[string][2]uint64{}
+		}
+		if len(versions) > 0 {
+			s.versions = map[string]wire.Version{}
+		}
 		s.mu.Unlock()
-		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 || len(dones) > 0 || leaseTo > 0 || len(heldGone) > 0 {
-			err := s.db.Update(func(tx *bolt.Tx) error {
-				if err := commit(tx, records, trimTo, cursors, inbox); err != nil {
-					return err
-				}
-				if err := commitCopies(tx, copies, heldGone, copiesGone); err != nil {
-					return err
-				}
-				if leaseTo > 0 {
-					if err := tx.Bucket(bucketMeta).Put(keyLease, u64(leaseTo)); err != nil {
-						return err
-					}
-				}
-				rb := tx.Bucket(bucketRetain)
-				for topic, v := range versions {
-					if err := rb.Put([]byte(topic), append(u64(v.Counter), v.Node...)); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 ||
+			len(dones) > 0 || leaseTo > 0 || len(heldGone) > 0 || len(copiesGone) > 0 {
+			start := s.frames.begin()
+			s.encodeGroup(records, trimTo, cursors, inbox, copies, heldGone, copiesGone, leaseTo, versions)
+			err := s.log.append(s.frames.end(start))
+			if err != nil {
+				s.frames.b = s.frames.b[:start] // not on disk: not in bbolt either
+			}
 			for _, d := range dones {
 				d(err)
 			}
 		}
 		if closed {
+			if s.busy {
+				s.checkpointed(<-s.ckpt)
+			}
+			s.log.rotate()
+			if len(s.frames.b) > 0 {
+				s.checkpointed(s.checkpoint(s.log.num, s.frames.b, nil))
+			}
+			for _, w := range s.waiting {
+				close(w)
+			}
 			return
+		}
+		switch {
+		case s.busy:
+		case len(s.frames.b) >= checkpointBytes || len(s.waiting) > 0 && len(s.frames.b) > 0:
+			s.busy = true
+			last, frames, waiters := s.log.rotate(), s.frames.b, s.waiting
+			s.frames.b, s.waiting = make([]byte, 0, max(checkpointBytes+checkpointBytes/8, len(frames))), nil
+			go func() { s.ckpt <- s.checkpoint(last, frames, waiters) }()
+		case len(s.waiting) > 0:
+			for _, w := range s.waiting {
+				close(w) // nothing logged is missing from bbolt
+			}
+			s.waiting = nil
 		}
 	}
 }
 
-func commit(tx *bolt.Tx, records []pendingRecord, trimTo uint64, cursors map[string]uint64, inbox map[string][2]uint64) error {
-	out := tx.Bucket(bucketOutbox)
+// checkpoint applies frames, the log up to segment last, to bbolt in one
+// transaction and deletes those segments.
+func (s *store) checkpoint(last uint64, frames []byte, waiters []chan struct{}) ckptResult {
+	err := s.db.Update(func(tx *bolt.Tx) error { return applyFrames(tx, frames) })
+	if err == nil {
+		// A segment that stays is replayed again at the next open:
+		// harmless (storelog.go).
+		removeLogSegments(s.log.dir, last)
+	}
+	return ckptResult{frames: frames, waiters: waiters, err: err}
+}
+
+// checkpointed takes a checkpoint's outcome (writer goroutine): a failed
+// one's frames go back in front of the log's, to be applied with the next.
+func (s *store) checkpointed(r ckptResult) {
+	s.busy = false
+	if r.err != nil {
+		s.ckptFailures.Add(1)
+		s.frames.b = append(r.frames, s.frames.b...)
+	}
+	for _, w := range r.waiters {
+		close(w) // after a failure the reader sees what bbolt has: it cannot wait for the disk
+	}
+}
+
+// settle returns once every write logged so far is in bbolt, for a read
+// of it.
+func (s *store) settle() {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.settles = append(s.settles, ch)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	<-ch
+}
+
+// encodeGroup appends one group commit's writes to the log as a frame's
+// operations, in the order bbolt applied them before the log.
+func (s *store) encodeGroup(records []pendingRecord, trimTo uint64, cursors map[string]uint64, inbox map[string][2]uint64,
+	copies []pendingCopies, heldGone, copiesGone [][]byte, leaseTo uint64, versions map[string]wire.Version) {
+	f := &s.frames
+	var k, v [16]byte
 	for _, r := range records {
 		if r.seq <= trimTo {
 			continue
 		}
-		if err := out.Put(u64(r.seq), r.msg); err != nil {
-			return err
-		}
+		binary.BigEndian.PutUint64(k[:8], r.seq)
+		f.op(opPut, lbOutbox, k[:8], r.msg)
 	}
 	if trimTo > 0 {
-		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(keyBase); len(v) != 8 || binary.BigEndian.Uint64(v) < trimTo {
-			if err := meta.Put(keyBase, u64(trimTo)); err != nil {
-				return err
-			}
-			var gone [][]byte // deleting while a cursor walks can skip keys
-			c := out.Cursor()
-			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= trimTo; k, _ = c.Next() {
-				gone = append(gone, k)
-			}
-			for _, k := range gone {
-				if err := out.Delete(k); err != nil {
-					return err
-				}
-			}
-		}
+		binary.BigEndian.PutUint64(v[:8], trimTo)
+		f.op(opPutMax, lbMeta, keyBase, v[:8])
+		f.op(opTrim, lbOutbox, nil, v[:8])
 	}
-	cb := tx.Bucket(bucketCursors)
 	for p, seq := range cursors {
-		if err := cb.Put([]byte(p), u64(seq)); err != nil {
-			return err
+		binary.BigEndian.PutUint64(v[:8], seq)
+		f.op(opPut, lbCursors, []byte(p), v[:8])
+	}
+	for sender, x := range inbox {
+		binary.BigEndian.PutUint64(v[:8], x[0])
+		binary.BigEndian.PutUint64(v[8:], x[1])
+		f.op(opPut, lbInbox, []byte(sender), v[:])
+	}
+	for _, pc := range copies {
+		for i := range pc.recs {
+			r := &pc.recs[i]
+			ck := putCopyKey(k[:12], pc.p, pc.keys[i])
+			s.scratch = appendCopy(s.scratch[:0], r)
+			f.op(opPut, lbCopies, ck, s.scratch)
+			if r.hold {
+				s.scratch = appendHeldKey(s.scratch[:0], r.id)
+				f.op(opPut, lbHeld, s.scratch, ck)
+			}
+		}
+		if pc.trimTo > 0 {
+			binary.BigEndian.PutUint32(k[:4], pc.p)
+			binary.BigEndian.PutUint64(v[:8], pc.trimTo)
+			f.op(opTrim, lbCopies, k[:4], v[:8])
 		}
 	}
-	ib := tx.Bucket(bucketInbox)
-	for sender, v := range inbox {
-		if err := ib.Put([]byte(sender), append(u64(v[0]), u64(v[1])...)); err != nil {
-			return err
-		}
+	// After the puts: a record held and released (or refused) within one
+	// group is gone.
+	for _, hk := range heldGone {
+		f.op(opDelete, lbHeld, hk, nil)
 	}
-	return nil
+	for _, ck := range copiesGone {
+		f.op(opDelete, lbCopies, ck, nil)
+	}
+	if leaseTo > 0 {
+		binary.BigEndian.PutUint64(v[:8], leaseTo)
+		f.op(opPut, lbMeta, keyLease, v[:8])
+	}
+	for topic, x := range versions {
+		s.scratch = append(binary.BigEndian.AppendUint64(s.scratch[:0], x.Counter), x.Node...)
+		f.op(opPut, lbRetain, []byte(topic), s.scratch)
+	}
 }
 
 // close commits what is queued and closes the file.

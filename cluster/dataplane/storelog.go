@@ -1,0 +1,478 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The store's write-ahead log. A group commit used to be one bbolt
+// transaction with its fsyncs: bbolt's cost is per transaction (the dirty
+// pages of every path it touched, the freelist, two fsyncs of the meta
+// page) and per key, and under a quorum load it took half of a node's CPU.
+// Now a group is encoded once as a frame of operations, appended to a
+// segment file of DataDir/dataplane.db.wal/ and made durable with one
+// fdatasync; that is when its writes are on disk and their callbacks run.
+// The frames logged since the last checkpoint stay in memory, and a
+// checkpoint (once the log holds checkpointBytes, before a read of the
+// copies, and at close) applies them to bbolt in one transaction on a
+// goroutine of its own, then deletes the segments it covered. A held copy
+// released one round trip after it was stored, or a stream record every
+// peer confirmed at once, is then put and deleted inside one transaction:
+// bbolt writes neither.
+//
+// A segment is a header (magic "GDPL", big-endian u32 version 1) and then
+// frames: little-endian u32 body length, u32 CRC-32C of the body, body.
+// A body is a sequence of operations, each a kind byte, a bucket byte, the
+// key (uvarint length, bytes) and, for opPut and opPutMax, the value, for
+// opTrim the highest number to delete (uvarint length 8, big-endian u64).
+//
+// Open replays the segments in order into bbolt before it reads anything,
+// then deletes them. A frame cut short or with a bad checksum ends its
+// segment (a write that failed or a crash in the middle of one: nothing
+// after it in that segment was acknowledged, because a failed write makes
+// the writer start a new segment). Replaying a frame a checkpoint had
+// applied already is harmless: every operation sets or deletes keys, and
+// the frames are replayed in their order, so the last operation on each
+// key wins as it did the first time.
+const (
+	logMagic        = "GDPL"
+	logVersion      = 1
+	logHeaderSize   = 8
+	logFrameHead    = 8
+	logSuffix       = ".log"
+	logDigits       = 20
+	checkpointBytes = 8 << 20 // a checkpoint once the log holds this much
+)
+
+// Operation kinds of a log frame.
+const (
+	opPut    = 1 // put key → value
+	opDelete = 2 // delete key
+	opTrim   = 3 // delete every key that is key (a prefix) and then a big-endian u64 up to value's
+	opPutMax = 4 // put an 8-byte big-endian value unless the stored one is at least as large
+)
+
+// Buckets by their number in a frame.
+var logBuckets = [...][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld}
+
+const (
+	lbMeta = iota
+	lbOutbox
+	lbCursors
+	lbInbox
+	lbRetain
+	lbCopies
+	lbHeld
+)
+
+var logCRC = crc32.MakeTable(crc32.Castagnoli)
+
+var errTornLogFrame = errors.New("dataplane: torn or damaged log frame")
+
+// frame appends one group's operations to a buffer.
+type frame struct{ b []byte }
+
+func (f *frame) op(kind, bucket byte, key, val []byte) {
+	f.b = append(f.b, kind, bucket)
+	f.b = binary.AppendUvarint(f.b, uint64(len(key)))
+	f.b = append(f.b, key...)
+	if kind != opDelete {
+		f.b = binary.AppendUvarint(f.b, uint64(len(val)))
+		f.b = append(f.b, val...)
+	}
+}
+
+// begin starts a frame at the end of the buffer (its header is filled by
+// end) and returns where it starts.
+func (f *frame) begin() int {
+	start := len(f.b)
+	f.b = append(f.b, make([]byte, logFrameHead)...)
+	return start
+}
+
+// end fills the header of the frame that starts at start and returns the
+// frame, header included.
+func (f *frame) end(start int) []byte {
+	body := f.b[start+logFrameHead:]
+	binary.LittleEndian.PutUint32(f.b[start:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(f.b[start+4:], crc32.Checksum(body, logCRC))
+	return f.b[start:]
+}
+
+// logOp is one parsed operation of a frame.
+type logOp struct {
+	kind, bucket byte
+	key, val     []byte
+}
+
+// trimKey names a trimmed range: the bucket and the keys' prefix.
+type trimKey struct {
+	bucket byte
+	prefix string
+}
+
+// applyFrames applies the frames in b (each with its header, as a segment
+// holds them after its header) to tx, with the effect of applying their
+// operations in order but much cheaper for bbolt: an operation a later
+// one overrides (a put deleted again, a stream record trimmed, a held
+// copy released) is not applied at all; the trims go first, at most one
+// per range (the highest); then the operations left, at most one per key,
+// in key order. In order, a leaf that took the puts of many partitions
+// interleaved moved its tail on every insert (bbolt splits nodes only at
+// commit), which made a checkpoint quadratic. Trimming first is right
+// because a put left is never covered by a later trim, and an earlier
+// trim must not delete it anyway.
+func applyFrames(tx *bolt.Tx, b []byte) error {
+	frames, torn := splitFrames(b)
+	if torn {
+		return errTornLogFrame
+	}
+	return applyBodies(tx, frames)
+}
+
+// applyBodies is applyFrames on the frames' bodies.
+func applyBodies(tx *bolt.Tx, frames [][]byte) error {
+	size := 0
+	for _, body := range frames {
+		size += len(body)
+	}
+	ops := make([]logOp, 0, size/32) // an operation takes at least 4 bytes, a stream record or a copy far more
+	for _, body := range frames {
+		var err error
+		if ops, err = parseFrame(ops, body); err != nil {
+			return err
+		}
+	}
+	trims := map[trimKey]uint64{} // the highest trim after the operation at hand
+	seen := map[string]struct{}{}
+	var sk []byte
+	live := make([]logOp, 0, len(ops))
+	for i := len(ops) - 1; i >= 0; i-- {
+		op := ops[i]
+		switch op.kind {
+		case opTrim:
+			tk := trimKey{op.bucket, string(op.key)}
+			trims[tk] = max(trims[tk], binary.BigEndian.Uint64(op.val))
+			continue
+		case opPutMax:
+			live = append(live, op) // each may raise the value: none overrides another
+			continue
+		}
+		sk = append(append(sk[:0], op.bucket), op.key...)
+		if _, later := seen[string(sk)]; later {
+			continue
+		}
+		seen[string(sk)] = struct{}{}
+		if n := len(op.key); n >= 8 && len(trims) > 0 {
+			if up, ok := trims[trimKey{op.bucket, string(op.key[:n-8])}]; ok && binary.BigEndian.Uint64(op.key[n-8:]) <= up {
+				continue
+			}
+		}
+		live = append(live, op)
+	}
+	var bs [len(logBuckets)]*bolt.Bucket
+	bucket := func(i byte) (*bolt.Bucket, error) {
+		if bs[i] == nil {
+			if bs[i] = tx.Bucket(logBuckets[i]); bs[i] == nil {
+				return nil, fmt.Errorf("dataplane: bucket %s missing", logBuckets[i])
+			}
+		}
+		return bs[i], nil
+	}
+	for tk, up := range trims {
+		b, err := bucket(tk.bucket)
+		if err != nil {
+			return err
+		}
+		var lo, hi [8]byte
+		binary.BigEndian.PutUint64(hi[:], up)
+		if err := deleteRange(b, append([]byte(tk.prefix), lo[:]...), append([]byte(tk.prefix), hi[:]...)); err != nil {
+			return err
+		}
+	}
+	// live is in reverse order, and only opPutMax has several operations
+	// on one key: they commute.
+	slices.SortFunc(live, func(a, b logOp) int {
+		if a.bucket != b.bucket {
+			return int(a.bucket) - int(b.bucket)
+		}
+		return bytes.Compare(a.key, b.key)
+	})
+	for _, op := range live {
+		b, err := bucket(op.bucket)
+		if err != nil {
+			return err
+		}
+		switch op.kind {
+		case opPut:
+			err = b.Put(op.key, op.val)
+		case opDelete:
+			err = b.Delete(op.key)
+		case opPutMax:
+			if v := b.Get(op.key); len(v) != 8 || binary.BigEndian.Uint64(v) < binary.BigEndian.Uint64(op.val) {
+				err = b.Put(op.key, op.val)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseFrame appends a frame's operations to ops, checking each.
+func parseFrame(ops []logOp, body []byte) ([]logOp, error) {
+	for len(body) > 0 {
+		if len(body) < 2 {
+			return ops, errTornLogFrame
+		}
+		op := logOp{kind: body[0], bucket: body[1]}
+		body = body[2:]
+		if int(op.bucket) >= len(logBuckets) {
+			return ops, fmt.Errorf("%w: bucket %d", errTornLogFrame, op.bucket)
+		}
+		var ok bool
+		if op.key, body, ok = cutBytes(body); !ok {
+			return ops, errTornLogFrame
+		}
+		switch op.kind {
+		case opPut:
+		case opDelete:
+			ops = append(ops, op)
+			continue
+		case opPutMax, opTrim:
+		default:
+			return ops, fmt.Errorf("%w: operation %d", errTornLogFrame, op.kind)
+		}
+		if op.val, body, ok = cutBytes(body); !ok {
+			return ops, errTornLogFrame
+		}
+		if op.kind != opPut && len(op.val) != 8 {
+			return ops, fmt.Errorf("%w: operation %d with a %d-byte value", errTornLogFrame, op.kind, len(op.val))
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+// splitFrames returns the frame bodies of b up to the first torn one.
+func splitFrames(raw []byte) (frames [][]byte, torn bool) {
+	for len(raw) > 0 {
+		if len(raw) < logFrameHead {
+			return frames, true
+		}
+		n, sum := binary.LittleEndian.Uint32(raw), binary.LittleEndian.Uint32(raw[4:])
+		if uint64(n) > uint64(len(raw)-logFrameHead) {
+			return frames, true
+		}
+		body := raw[logFrameHead : logFrameHead+int(n)]
+		if crc32.Checksum(body, logCRC) != sum {
+			return frames, true
+		}
+		frames = append(frames, body)
+		raw = raw[logFrameHead+int(n):]
+	}
+	return frames, false
+}
+
+// deleteRange deletes b's keys from lo to hi, both included.
+func deleteRange(b *bolt.Bucket, lo, hi []byte) error {
+	var gone [][]byte // deleting while a cursor walks can skip keys
+	c := b.Cursor()
+	for k, _ := c.Seek(lo); k != nil && bytes.Compare(k, hi) <= 0; k, _ = c.Next() {
+		gone = append(gone, k)
+	}
+	for _, k := range gone {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cutBytes(b []byte) (v, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
+}
+
+// segLog is the writer's side of the log: the segment being appended to.
+type segLog struct {
+	dir  string
+	f    *os.File // nil: the next frame starts segment num+1
+	num  uint64   // the newest segment's number
+	size int64
+}
+
+func logDir(dbPath string) string { return dbPath + ".wal" }
+
+func logSegment(dir string, n uint64) string {
+	return filepath.Join(dir, fmt.Sprintf("%0*d%s", logDigits, n, logSuffix))
+}
+
+// logSegments returns the numbers of dir's segments, ascending.
+func logSegments(dir string) ([]uint64, error) {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: reading the log directory %s: %w", dir, err)
+	}
+	var ns []uint64
+	for _, de := range des {
+		name, ok := strings.CutSuffix(de.Name(), logSuffix)
+		if !ok || len(name) != logDigits {
+			continue
+		}
+		if n, err := strconv.ParseUint(name, 10, 64); err == nil {
+			ns = append(ns, n)
+		}
+	}
+	slices.Sort(ns)
+	return ns, nil
+}
+
+// append writes a frame (header included) and syncs it. A failed write
+// is cut off the segment and ends it, so that nothing good follows a torn
+// frame.
+func (l *segLog) append(frame []byte) error {
+	if l.f == nil {
+		if err := l.create(l.num + 1); err != nil {
+			return err
+		}
+	}
+	_, err := l.f.Write(frame)
+	if err == nil {
+		err = syscall.Fdatasync(int(l.f.Fd()))
+	}
+	if err != nil {
+		l.f.Truncate(l.size) // best effort: replay stops at a torn frame anyway
+		l.f.Close()
+		l.f = nil
+		return fmt.Errorf("dataplane: writing the log: %w", err)
+	}
+	l.size += int64(len(frame))
+	return nil
+}
+
+// create starts segment n, durably (its directory entry included).
+func (l *segLog) create(n uint64) error {
+	if err := os.MkdirAll(l.dir, 0o700); err != nil {
+		return fmt.Errorf("dataplane: creating the log directory: %w", err)
+	}
+	f, err := os.OpenFile(logSegment(l.dir, n), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("dataplane: creating a log segment: %w", err)
+	}
+	hdr := binary.BigEndian.AppendUint32([]byte(logMagic), logVersion)
+	_, err = f.Write(hdr)
+	if err == nil {
+		err = syscall.Fdatasync(int(f.Fd()))
+	}
+	if err == nil {
+		err = syncDir(l.dir)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(logSegment(l.dir, n))
+		return fmt.Errorf("dataplane: creating a log segment: %w", err)
+	}
+	l.f, l.num, l.size = f, n, logHeaderSize
+	return nil
+}
+
+// rotate ends the current segment: the next frame starts a new one. It
+// returns the number of the last segment written.
+func (l *segLog) rotate() uint64 {
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	return l.num
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// removeLogSegments deletes the segments up to upTo, oldest first, and
+// stops at the first it cannot delete, so that what is left replays in
+// order.
+func removeLogSegments(dir string, upTo uint64) error {
+	ns, err := logSegments(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range ns {
+		if n > upTo {
+			break
+		}
+		if err := os.Remove(logSegment(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// readLogSegment returns the frame bodies of a segment up to the first
+// torn one.
+func readLogSegment(path string) (frames [][]byte, torn bool, err error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(raw) < logHeaderSize || string(raw[:4]) != logMagic {
+		return nil, true, nil // created but its header never reached the disk
+	}
+	if v := binary.BigEndian.Uint32(raw[4:8]); v != logVersion {
+		return nil, false, fmt.Errorf("dataplane: log segment %s has version %d, this build reads %d", path, v, logVersion)
+	}
+	frames, torn = splitFrames(raw[logHeaderSize:])
+	return frames, torn, nil
+}
+
+// replayLog applies the segments of dir to db, then deletes them, and
+// returns the number the writer's segments continue from.
+func replayLog(db *bolt.DB, dir string) (uint64, error) {
+	ns, err := logSegments(dir)
+	if err != nil || len(ns) == 0 {
+		return 0, err
+	}
+	for _, n := range ns {
+		frames, _, err := readLogSegment(logSegment(dir, n))
+		if err != nil {
+			return 0, err
+		}
+		if len(frames) == 0 {
+			continue
+		}
+		err = db.Update(func(tx *bolt.Tx) error { return applyBodies(tx, frames) })
+		if err != nil {
+			return 0, fmt.Errorf("dataplane: replaying log segment %s: %w", logSegment(dir, n), err)
+		}
+	}
+	last := ns[len(ns)-1]
+	if err := removeLogSegments(dir, last); err != nil {
+		return 0, fmt.Errorf("dataplane: removing the replayed log: %w", err)
+	}
+	return last, nil
+}

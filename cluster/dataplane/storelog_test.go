@@ -1,0 +1,333 @@
+package dataplane
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"gantry/cluster/wire"
+)
+
+// snapshot copies the store's files at path as a crash would leave them:
+// what the log holds, and bbolt as the last checkpoint left it.
+func snapshot(t *testing.T, path string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), FileName)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := logSegments(logDir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(logDir(dst), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		raw, err := os.ReadFile(logSegment(logDir(path), n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(logSegment(logDir(dst), n), raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// wait runs f with a done callback and waits for it.
+func waitDone(t *testing.T, f func(done func(error))) {
+	t.Helper()
+	ch := make(chan error, 1)
+	f(func(err error) { ch <- err })
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStoreLogReplayedAfterCrash: every write acknowledged by the store
+// (its done called) is found after a crash that left it in the log only,
+// with the deletes and trims among them applied in order; the log is gone
+// once replayed, and a torn frame at the end (a write cut short) is
+// passed over.
+func TestStoreLogReplayedAfterCrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	l := newCopyLog(1000, st)
+	for seq := uint64(1); seq <= 40; seq++ {
+		waitDone(t, func(done func(error)) { st.put(seq, []byte(fmt.Sprint("m", seq)), done) })
+	}
+	st.trim(10)
+	st.putCursor("peer-a", 33)
+	st.putReceived("peer-b", 7, 99)
+	st.putRetainedVersion("t/1", wire.Version{Counter: 5, Node: "n1"})
+	var held []heldRec
+	for i := range 6 {
+		rec := copyRec{id: copyID{origin: "o", boot: 2, seq: uint64(i + 1)}, epoch: 1, msg: []byte(fmt.Sprint("c", i)), hold: true}
+		waitDone(t, func(done func(error)) { l.add(4, []copyRec{rec}, done) })
+		held = append(held, heldRec{id: rec.id, part: 4, key: uint64(i + 1)}) // keys start at 1
+	}
+	waitDone(t, func(done func(error)) { st.dropHeld(held[:2], false, done) }) // released
+	waitDone(t, func(done func(error)) { st.dropHeld(held[2:3], true, done) }) // refused
+	if ns, _ := logSegments(logDir(path)); len(ns) == 0 {
+		t.Fatal("nothing in the log: the test would not prove a replay")
+	}
+
+	crashed := snapshot(t, path)
+	// A write cut short by the crash, after the last acknowledged one.
+	ns, _ := logSegments(logDir(crashed))
+	f, err := os.OpenFile(logSegment(logDir(crashed), ns[len(ns)-1]), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{200, 0, 0, 0, 1, 2, 3, 4, opPut, lbOutbox, 8})
+	f.Close()
+
+	re, err := openStore(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer re.close()
+	if ns, _ := logSegments(logDir(crashed)); len(ns) != 0 {
+		t.Fatalf("segments %v left after the replay", ns)
+	}
+	base, entries := re.loadOutbox()
+	if base != 10 || len(entries) != 30 || entries[0].seq != 11 || string(entries[29].msg) != "m40" {
+		t.Fatalf("outbox after the crash: base %d, %d entries", base, len(entries))
+	}
+	if c := re.cursors()["peer-a"]; c != 33 {
+		t.Fatalf("cursor %d, want 33", c)
+	}
+	if r := re.received()["peer-b"]; r != [2]uint64{7, 99} {
+		t.Fatalf("received %v", r)
+	}
+	if v := re.retainedVersions()["t/1"]; v != (wire.Version{Counter: 5, Node: "n1"}) {
+		t.Fatalf("retained version %v", v)
+	}
+	hs := re.loadHeld()
+	if len(hs) != 3 || hs[0].id.seq != 4 || string(hs[2].enc) != "c5" {
+		t.Fatalf("held after the crash: %+v", hs)
+	}
+	var copies []string
+	newCopyLog(1000, re).records(4, 0, func(_ uint64, r copyRec) bool {
+		copies = append(copies, string(r.msg))
+		return true
+	})
+	if fmt.Sprint(copies) != "[c0 c1 c3 c4 c5]" {
+		t.Fatalf("copies after the crash: %v (the refused c2 must be gone)", copies)
+	}
+}
+
+// TestStoreLogCheckpoints: past checkpointBytes the log is applied to
+// bbolt and its segments deleted while writes go on; a read of the copies
+// sees every copy acknowledged before it.
+func TestStoreLogCheckpoints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	l := newCopyLog(1<<20, st)
+	payload := bytes.Repeat([]byte("x"), 4096)
+	n := checkpointBytes/len(payload) + 500
+	for i := 0; i < n; i += 64 {
+		var recs []copyRec
+		for j := i; j < min(i+64, n); j++ {
+			recs = append(recs, copyRec{id: copyID{origin: "o", boot: 1, seq: uint64(j + 1)}, msg: payload})
+		}
+		waitDone(t, func(done func(error)) { l.add(1, recs, done) })
+	}
+	count := 0
+	l.records(1, 0, func(uint64, copyRec) bool { count++; return true })
+	if count != n {
+		t.Fatalf("%d copies read, %d written", count, n)
+	}
+	// The read settled the log: bbolt has every copy, and the segments
+	// of the checkpoints are gone (at most the one being written stays).
+	inBolt := 0
+	st.db.View(func(tx *bolt.Tx) error {
+		inBolt = tx.Bucket(bucketCopies).Stats().KeyN
+		return nil
+	})
+	if inBolt != n {
+		t.Fatalf("bbolt holds %d copies, %d written", inBolt, n)
+	}
+	if ns, _ := logSegments(logDir(path)); len(ns) > 1 {
+		t.Fatalf("segments %v left after checkpoints", ns)
+	}
+}
+
+// TestStoreLogWriteFailureStartsNewSegment: a frame that could not be
+// written is cut off and the next write starts a new segment, so that a
+// replay finds every write acknowledged after it.
+func TestStoreLogWriteFailureStartsNewSegment(t *testing.T) {
+	dir := t.TempDir()
+	l := segLog{dir: dir}
+	var f frame
+	frameOf := func(v string) []byte {
+		f.b = f.b[:0]
+		start := f.begin()
+		f.op(opPut, lbOutbox, []byte("k"), []byte(v))
+		return append([]byte(nil), f.end(start)...)
+	}
+	if err := l.append(frameOf("a")); err != nil {
+		t.Fatal(err)
+	}
+	l.f.Close() // the next write fails, as on a disk gone bad
+	if err := l.append(frameOf("lost")); err == nil {
+		t.Fatal("a write to a closed segment succeeded")
+	}
+	if err := l.append(frameOf("b")); err != nil {
+		t.Fatal(err)
+	}
+	l.rotate()
+	ns, _ := logSegments(dir)
+	if len(ns) != 2 {
+		t.Fatalf("segments %v, want the failed one ended and a new one", ns)
+	}
+	var got []string
+	for _, n := range ns {
+		frames, _, err := readLogSegment(logSegment(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range frames {
+			got = append(got, string(fr[len(fr)-1:]))
+		}
+	}
+	if fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("replayed %v", got)
+	}
+}
+
+// TestStoreLogApplyMatchesInOrder: applying frames the cheap way (what a
+// later operation overrides left out, trims first, the rest in key order)
+// leaves bbolt exactly as applying every operation in order does, over
+// random histories of puts, deletes, trims and raised maxima on keys
+// that collide, starting from a state earlier checkpoints left.
+func TestStoreLogApplyMatchesInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 9))
+	key := func() (byte, []byte) {
+		b := byte(lbOutbox + rng.IntN(2)*(lbCopies-lbOutbox))
+		var k []byte
+		if b == lbCopies {
+			k = binary.BigEndian.AppendUint32(k, uint32(rng.IntN(3)))
+		}
+		return b, binary.BigEndian.AppendUint64(k, uint64(rng.IntN(40)))
+	}
+	inOrder := func(tx *bolt.Tx, ops []logOp) error {
+		for _, op := range ops {
+			b := tx.Bucket(logBuckets[op.bucket])
+			var err error
+			switch op.kind {
+			case opPut:
+				err = b.Put(op.key, op.val)
+			case opDelete:
+				err = b.Delete(op.key)
+			case opPutMax:
+				if v := b.Get(op.key); len(v) != 8 || binary.BigEndian.Uint64(v) < binary.BigEndian.Uint64(op.val) {
+					err = b.Put(op.key, op.val)
+				}
+			case opTrim:
+				err = deleteRange(b, append(bytes.Clone(op.key), make([]byte, 8)...),
+					binary.BigEndian.AppendUint64(bytes.Clone(op.key), binary.BigEndian.Uint64(op.val)))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	dump := func(db *bolt.DB) string {
+		var out []string
+		db.View(func(tx *bolt.Tx) error {
+			for _, name := range logBuckets {
+				tx.Bucket(name).ForEach(func(k, v []byte) error {
+					if bytes.Equal(k, keyBoot) {
+						return nil // each store's own
+					}
+					out = append(out, fmt.Sprintf("%s/%x=%x", name, k, v))
+					return nil
+				})
+			}
+			return nil
+		})
+		return strings.Join(out, "\n")
+	}
+	open := func() *bolt.DB {
+		path := filepath.Join(t.TempDir(), FileName)
+		st, err := openStore(path) // creates the buckets
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.close()
+		db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	for round := range 100 {
+		var before, ops []logOp
+		for i := range 120 {
+			b, k := key()
+			op := logOp{bucket: b, key: k, val: []byte(fmt.Sprint(round, "-", i))}
+			switch r := rng.IntN(10); {
+			case r < 5:
+				op.kind = opPut
+			case r < 7:
+				op.kind, op.val = opDelete, nil
+			case r < 9:
+				op.kind, op.key, op.val = opTrim, k[:len(k)-8], binary.BigEndian.AppendUint64(nil, uint64(rng.IntN(40)))
+			default:
+				op.kind, op.bucket, op.key, op.val = opPutMax, lbMeta, keyBase, binary.BigEndian.AppendUint64(nil, uint64(rng.IntN(100)))
+			}
+			if i < 40 {
+				before = append(before, op) // what earlier checkpoints left
+				continue
+			}
+			ops = append(ops, op)
+		}
+		// The frames: the operations cut in a few frames.
+		var buf frame
+		for i := 0; i < len(ops); {
+			start := buf.begin()
+			for j := 0; j < 1+rng.IntN(10) && i < len(ops); j, i = j+1, i+1 {
+				buf.op(ops[i].kind, ops[i].bucket, ops[i].key, ops[i].val)
+			}
+			buf.end(start)
+		}
+		want, got := open(), open()
+		for _, db := range []*bolt.DB{want, got} {
+			if err := db.Update(func(tx *bolt.Tx) error { return inOrder(tx, before) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := want.Update(func(tx *bolt.Tx) error { return inOrder(tx, ops) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := got.Update(func(tx *bolt.Tx) error { return applyFrames(tx, buf.b) }); err != nil {
+			t.Fatal(err)
+		}
+		if w, g := dump(want), dump(got); w != g {
+			t.Fatalf("round %d: applied cheaply:\n%s\nin order:\n%s", round, g, w)
+		}
+	}
+}
