@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -53,7 +52,7 @@ type keptAsk struct {
 // node, and the loop that sends.
 type keptSync struct {
 	n      *Node
-	signer *signing.Signer
+	signer *signing.Signer // whether a secret is set; the requests are the cluster node's (Node.Cluster.Requests)
 	http   *http.Client
 	wake   chan struct{} // (capacity 1) something to send
 
@@ -207,70 +206,76 @@ func (k *keptSync) post(member, path string, body, reply any) error {
 		return fmt.Errorf("the operations address of %s is not known", member)
 	}
 	data, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ops+path, bytes.NewReader(k.signer.Sign(data)))
+	_, maxReply := keptLimits(path)
+	ans, err := k.n.Cluster.Requests().Post(ctx, k.http, ops, path, member, data, maxReply)
 	if err != nil {
 		return err
 	}
-	resp, err := k.http.Do(req)
-	if err != nil {
-		return err
+	if ans.Status != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", member, ans.Status, bytes.TrimSpace(ans.Body))
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxKeptPushBody))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s: %s", member, resp.Status, bytes.TrimSpace(raw))
+	if ans.Err != nil {
+		return fmt.Errorf("%s: %w", member, ans.Err)
 	}
 	if reply == nil {
 		return nil
 	}
-	msg, err := k.signer.Verify(raw)
-	if err != nil {
-		return fmt.Errorf("%s: %w", member, err)
+	return json.Unmarshal(ans.Body, reply)
+}
+
+// keptLimits bounds a path's request and reply: values travel in a push
+// and in the answer to an ask only.
+func keptLimits(path string) (request, reply int64) {
+	if path == keptPath {
+		return maxKeptPushBody, 64 << 10
 	}
-	return json.Unmarshal(msg.Payload, reply)
+	return 64 << 10, maxKeptPushBody
 }
 
 // serveKept merges a member's push.
 func (k *keptSync) serveKept(w http.ResponseWriter, r *http.Request) {
 	var p keptPush
-	if !k.readSigned(w, r, &p) {
+	req, ok := k.readSigned(w, r, keptPath, &p)
+	if !ok {
 		return
 	}
+	defer req.Done()
 	for _, v := range p.Values {
 		k.n.LoT.MergeKept(v)
 	}
-	w.WriteHeader(http.StatusOK)
+	k.n.Cluster.Requests().WriteReply(w, http.StatusOK, req, nil)
 }
 
 // serveKeptAll answers a member's ask with every kept value.
 func (k *keptSync) serveKeptAll(w http.ResponseWriter, r *http.Request) {
 	var a keptAsk
-	if !k.readSigned(w, r, &a) {
+	req, ok := k.readSigned(w, r, keptAllPath, &a)
+	if !ok {
 		return
 	}
+	defer req.Done()
 	data, _ := json.Marshal(keptPush{ClusterID: k.n.cfg.Cluster.ClusterId, From: k.n.cfg.Cluster.NodeName, Values: k.n.LoT.KeptValues()})
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Write(k.signer.Sign(data))
+	k.n.Cluster.Requests().WriteReply(w, http.StatusOK, req, data)
 }
 
-// readSigned verifies and decodes a request body, answering the refusal
-// itself; the cluster's id must be this node's.
-func (k *keptSync) readSigned(w http.ResponseWriter, r *http.Request, v any) bool {
+// readSigned verifies a request for path and decodes its body, answering
+// a refusal itself; the cluster's id must be this node's. The caller
+// calls Done on the request once it answered.
+func (k *keptSync) readSigned(w http.ResponseWriter, r *http.Request, path string, v any) (*signing.Request, bool) {
 	if !k.signer.Enabled() {
 		http.Error(w, "kept values between nodes need Cluster.SharedSecret", http.StatusForbidden)
-		return false
+		return nil, false
 	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxKeptPushBody))
-	if err == nil {
-		var msg signing.Message
-		if msg, err = k.signer.Verify(raw); err == nil {
-			err = json.Unmarshal(msg.Payload, v)
-		}
-	}
+	max, _ := keptLimits(path)
+	req, err := k.n.Cluster.Requests().VerifyRequest(w, r, path, max)
 	if err != nil {
-		k.n.log.Warn("refused kept values", "component", "lot", "from", r.RemoteAddr, "err", err)
-		http.Error(w, "bad signature or body", http.StatusForbidden)
-		return false
+		signing.WriteRefusal(w, err)
+		return nil, false
+	}
+	if err := json.Unmarshal(req.Body, v); err != nil {
+		req.Done()
+		http.Error(w, "the request does not decode", http.StatusBadRequest)
+		return nil, false
 	}
 	var id string
 	switch x := v.(type) {
@@ -280,10 +285,11 @@ func (k *keptSync) readSigned(w http.ResponseWriter, r *http.Request, v any) boo
 		id = x.ClusterID
 	}
 	if id != k.n.cfg.Cluster.ClusterId {
+		req.Done()
 		http.Error(w, "another cluster", http.StatusConflict)
-		return false
+		return nil, false
 	}
-	return true
+	return req, true
 }
 
 // startKeptSync runs the sender until Shutdown.

@@ -1,0 +1,83 @@
+package appliance_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gantry/cluster/signing"
+)
+
+// refusedMetrics reads coreflux_cluster_requests_refused_total by reason
+// from a node's /metrics.
+func refusedMetrics(t *testing.T, ip string) map[string]int {
+	t.Helper()
+	resp, err := http.Get("http://" + ip + ":9100/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^coreflux_cluster_requests_refused_total\{reason="(\w+)"\} (\d+)$`).FindAllStringSubmatch(string(body), -1) {
+		out[m[1]], _ = strconv.Atoi(m[2])
+	}
+	if len(out) != len(signing.RefusalReasons()) {
+		t.Fatalf("/metrics lists %d refusal reasons, want %d:\n%s", len(out), len(signing.RefusalReasons()), grepLines(string(body), "requests"))
+	}
+	return out
+}
+
+// TestKeptRequestsReplayRefused plays broker-b sending broker-a kept
+// values and asking for its own (POST /cluster/kept, /cluster/kept/all),
+// signed with the cluster's secret as a node signs them: the same bytes
+// POSTed again are refused as replayed, and POSTed to the other path as
+// signed for another; /metrics counts both, and nothing else was refused
+// while the real nodes exchanged their own requests.
+func TestKeptRequestsReplayRefused(t *testing.T) {
+	nodes := clusterOf(t, 2)
+	agreeOnLeader(t, nodes, 2, 30*time.Second, "")
+	a := nodes[0]
+	q := signing.NewRequests(signing.New([]byte("a-long-random-secret"), nil), &signing.RequestOptions{Node: "broker-b"})
+	post := func(path, header string, body []byte) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a.ip+":9100"+path, bytes.NewReader(body))
+		req.Header.Set(signing.RequestHeader, header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for i, tc := range []struct{ path, other, body string }{
+		{"/cluster/kept", "/cluster/kept/all", `{"clusterId":"factory-floor","from":"broker-b","values":[]}`},
+		{"/cluster/kept/all", "/cluster/kept", `{"clusterId":"factory-floor","from":"broker-b"}`},
+	} {
+		_, header := q.SignRequest(http.MethodPost, tc.path, "broker-a", []byte(tc.body))
+		if status, body := post(tc.path, header, []byte(tc.body)); status != http.StatusOK {
+			t.Fatalf("%s: %d %q, want 200", tc.path, status, body)
+		}
+		if status, body := post(tc.path, header, []byte(tc.body)); status != http.StatusForbidden || !strings.Contains(body, "replayed") {
+			t.Fatalf("%s again: %d %q, want 403 replayed", tc.path, status, body)
+		}
+		if status, body := post(tc.other, header, []byte(tc.body)); status != http.StatusForbidden || !strings.Contains(body, "wrong_path") {
+			t.Fatalf("%s signed for %s: %d %q, want 403 wrong_path", tc.other, tc.path, status, body)
+		}
+		want := map[string]int{"replayed": i + 1, "wrong_path": i + 1}
+		got := refusedMetrics(t, a.ip)
+		for reason, n := range got {
+			if n != want[reason] {
+				t.Errorf("after %s: refused %s %d, want %d (%v)", tc.path, reason, n, want[reason], got)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Log(grepLines(a.stderr(), "refused a request"))
+	}
+}
