@@ -372,7 +372,14 @@ func (r *rawV5) expectAck(want packet.Type, pid uint16) packet.ReasonCode {
 // acknowledged (PUBREC) by a, whose node is then killed before PUBREL,
 // and sent again with DUP on b, is recognised there from b's copy of the
 // partition: b answers PUBREC and PUBCOMP and does not deliver it again.
-func TestQuorumQoS2ResentAfterFailoverDeliveredOnce(t *testing.T) {
+func TestQuorumQoS2ResentAfterFailoverDeliveredOnce(t *testing.T) { qos2ResentAfterFailover(t, false) }
+
+// TestQuorumQoS2ResentAfterCopyRestartDeliveredOnce: the same when b was
+// killed and restarted between the PUBREC and the failover: b recognises
+// the resend from its copy on disk (the QoS 2 index is stored with it).
+func TestQuorumQoS2ResentAfterCopyRestartDeliveredOnce(t *testing.T) { qos2ResentAfterFailover(t, true) }
+
+func qos2ResentAfterFailover(t *testing.T, restartB bool) {
 	nodes := dataPlaneCluster(t, 3)
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	var got collector
@@ -394,6 +401,11 @@ func TestQuorumQoS2ResentAfterFailoverDeliveredOnce(t *testing.T) {
 		}
 		return nil
 	})
+	if restartB {
+		b.kill()
+		b.start()
+		linksUp(t, nodes)
+	}
 	a.kill() // before PUBREL: the publisher resends on another node
 	rb := dialRawV5(t, b.addr(), "qos2-publisher")
 	pub.Dup = true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/fnv"
+	"slices"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
@@ -71,8 +72,9 @@ func qos2Sum(topic string, payload []byte) uint64 {
 type partCopy struct {
 	first, last uint64
 	mem         []copyRec // without a store: mem[i] has key first+i
-	// qos2 are the QoS 2 messages written here since this node started
-	// (at most qos2Max, oldest out first), with their qos2Sum.
+	// qos2 are the QoS 2 messages written here (at most qos2Max, oldest
+	// out first), with their qos2Sum; with a store also those written
+	// before this node restarted (the qos2 bucket).
 	qos2  map[qos2Key]qos2Seen
 	order []qos2Key
 }
@@ -115,6 +117,13 @@ func newCopyLog(max int, st *store) *copyLog {
 	if st != nil {
 		for p, fl := range st.copyRanges() {
 			l.parts[p] = &partCopy{first: fl[0], last: fl[1]}
+		}
+		for p, recs := range st.qos2Copies(qos2Max) {
+			if pc := l.parts[p]; pc != nil {
+				for i := range recs {
+					pc.rememberQoS2(&recs[i])
+				}
+			}
 		}
 	}
 	return l
@@ -464,4 +473,40 @@ func putCopyKey(dst []byte, p uint32, key uint64) []byte {
 	binary.BigEndian.PutUint32(dst, p)
 	binary.BigEndian.PutUint64(dst[4:], key)
 	return dst[:12]
+}
+
+// qos2Copies reads, per partition, the newest max QoS 2 copies (oldest
+// first) with what recognises a resend of each: its publisher, packet
+// identifier, sum and identity.
+func (s *store) qos2Copies(max int) map[uint32][]copyRec {
+	out := map[uint32][]copyRec{}
+	s.settle()
+	s.db.View(func(tx *bolt.Tx) error {
+		qb, cb := tx.Bucket(bucketQoS2), tx.Bucket(bucketCopies)
+		c := qb.Cursor()
+		for k, v := c.Last(); k != nil; {
+			if len(k) != 12 {
+				k, v = c.Prev()
+				continue
+			}
+			p := binary.BigEndian.Uint32(k)
+			var recs []copyRec
+			for ; k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == p; k, v = c.Prev() {
+				if len(recs) == max || len(v) < 10 {
+					continue
+				}
+				r, ok := decodeCopy(cb.Get(k))
+				if !ok {
+					continue // trimmed from the copies (a trim covers both)
+				}
+				r.pid, r.sum, r.client = binary.BigEndian.Uint16(v), binary.BigEndian.Uint64(v[2:]), string(v[10:])
+				r.msg = nil
+				recs = append(recs, r)
+			}
+			slices.Reverse(recs)
+			out[p] = recs // k is the previous partition's last key now
+		}
+		return nil
+	})
+	return out
 }

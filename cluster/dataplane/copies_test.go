@@ -77,3 +77,61 @@ func TestCopyLogQoS2Remembered(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyLogQoS2RememberedAcrossRestart: with a store, the QoS 2
+// messages a copy holds are recognised after the node restarts (cleanly,
+// or after a crash that left them in the log), with the identity they
+// were written under; one refused, or trimmed from the copy, is not.
+func TestCopyLogQoS2RememberedAcrossRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newCopyLog(20, st)
+	sum := func(i int) uint64 { return qos2Sum("t", []byte(fmt.Sprint(i))) }
+	for _, p := range []uint32{0, 5} {
+		for i := range 30 {
+			rec := copyRec{id: copyID{origin: "n", boot: 3, seq: uint64(100*int(p) + i + 1)}, at: int64(i), msg: []byte("m"),
+				pid: uint16(i + 1), client: fmt.Sprint("c", p), sum: sum(i), hold: true}
+			waitDone(t, func(done func(error)) { l.add(p, []copyRec{rec}, done) })
+		}
+	}
+	// The newest of partition 5 was refused.
+	waitDone(t, func(done func(error)) {
+		l.dropRefused([]heldRec{{id: copyID{origin: "n", boot: 3, seq: 530}, part: 5, key: 30, pid: 30, client: "c5"}}, done)
+	})
+	check := func(l *copyLog, when string) {
+		t.Helper()
+		for _, p := range []uint32{0, 5} {
+			client := fmt.Sprint("c", p)
+			// 30 written with a bound of 20: those trimmed (below first)
+			// are forgotten.
+			first := l.parts[p].first
+			for i := range 30 {
+				seen, ok := l.acceptedQoS2(p, client, uint16(i+1), sum(i))
+				want := uint64(i+1) >= first && !(p == 5 && i == 29)
+				if ok != want {
+					t.Fatalf("%s: partition %d, packet id %d (key %d, first %d): recognised %v, want %v", when, p, i+1, i+1, first, ok, want)
+				}
+				if ok && seen.id != (copyID{origin: "n", boot: 3, seq: uint64(100*int(p) + i + 1)}) {
+					t.Fatalf("%s: packet id %d recognised as %+v", when, i+1, seen.id)
+				}
+			}
+		}
+	}
+	crashed := snapshot(t, path)
+	st.close()
+	st, err = openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	check(newCopyLog(20, st), "restarted")
+	cst, err := openStore(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cst.close()
+	check(newCopyLog(20, cst), "after a crash")
+}

@@ -27,6 +27,7 @@ var (
 	bucketRetain  = []byte("retained") // topic → version of the retained value stored (counter, node)
 	bucketCopies  = []byte("copies")   // partition (4 bytes) + key (8 bytes) → a record of its copy (copies.go)
 	bucketHeld    = []byte("held")     // origin, 0, boot, seq → its copies key: copies not delivered yet (heldKey)
+	bucketQoS2    = []byte("qos2")     // a QoS 2 copy's copies key → its publisher's packet id, qos2Sum and client id
 	keyBoot       = []byte("boot")
 	keyBase       = []byte("base")
 	keyLease      = []byte("lease") // the highest record number reserved: peers may hold numbers up to it
@@ -101,7 +102,7 @@ func openStore(path string) (*store, error) {
 	s := &store{db: db, pendingCursors: map[string]uint64{}, inbox: map[string][2]uint64{}, versions: map[string]wire.Version{},
 		kick: make(chan struct{}, 1), stopped: make(chan struct{}), ckpt: make(chan ckptResult, 1), log: segLog{dir: logDir(path)}}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld} {
+		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld, bucketQoS2} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -442,11 +443,16 @@ func (s *store) encodeGroup(records []pendingRecord, trimTo uint64, cursors map[
 				s.scratch = appendHeldKey(s.scratch[:0], r.id)
 				f.op(opPut, lbHeld, s.scratch, ck)
 			}
+			if r.pid != 0 {
+				s.scratch = append(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint16(s.scratch[:0], r.pid), r.sum), r.client...)
+				f.op(opPut, lbQoS2, ck, s.scratch)
+			}
 		}
 		if pc.trimTo > 0 {
 			binary.BigEndian.PutUint32(k[:4], pc.p)
 			binary.BigEndian.PutUint64(v[:8], pc.trimTo)
 			f.op(opTrim, lbCopies, k[:4], v[:8])
+			f.op(opTrim, lbQoS2, k[:4], v[:8])
 		}
 	}
 	// After the puts: a record held and released (or refused) within one
@@ -456,6 +462,7 @@ func (s *store) encodeGroup(records []pendingRecord, trimTo uint64, cursors map[
 	}
 	for _, ck := range copiesGone {
 		f.op(opDelete, lbCopies, ck, nil)
+		f.op(opDelete, lbQoS2, ck, nil)
 	}
 	if leaseTo > 0 {
 		binary.BigEndian.PutUint64(v[:8], leaseTo)

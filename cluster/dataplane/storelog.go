@@ -64,7 +64,7 @@ const (
 )
 
 // Buckets by their number in a frame.
-var logBuckets = [...][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld}
+var logBuckets = [...][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld, bucketQoS2}
 
 const (
 	lbMeta = iota
@@ -74,6 +74,7 @@ const (
 	lbRetain
 	lbCopies
 	lbHeld
+	lbQoS2
 )
 
 var logCRC = crc32.MakeTable(crc32.Castagnoli)
