@@ -377,7 +377,9 @@ func TestQuorumQoS2ResentAfterFailoverDeliveredOnce(t *testing.T) { qos2ResentAf
 // TestQuorumQoS2ResentAfterCopyRestartDeliveredOnce: the same when b was
 // killed and restarted between the PUBREC and the failover: b recognises
 // the resend from its copy on disk (the QoS 2 index is stored with it).
-func TestQuorumQoS2ResentAfterCopyRestartDeliveredOnce(t *testing.T) { qos2ResentAfterFailover(t, true) }
+func TestQuorumQoS2ResentAfterCopyRestartDeliveredOnce(t *testing.T) {
+	qos2ResentAfterFailover(t, true)
+}
 
 func qos2ResentAfterFailover(t *testing.T, restartB bool) {
 	nodes := dataPlaneCluster(t, 3)
