@@ -78,6 +78,9 @@ func checkTree(t *testing.T, tr *Tree[*sess], entries map[string]Entry[*sess], t
 	}
 	sort.Strings(plain)
 	sort.Strings(groups)
+	if any := tr.Any(topic); any != (len(wantPlain)+len(wantGroups) > 0) {
+		t.Fatalf("Any(%q) = %v, but %d plain entries and %d groups match", topic, any, len(wantPlain), len(wantGroups))
+	}
 	if !slices.Equal(plain, wantPlain) || !slices.Equal(groups, wantGroups) {
 		t.Fatalf("Match(%q):\n plain  %q\n want   %q\n groups %q\n want   %q", topic, plain, wantPlain, groups, wantGroups)
 	}
@@ -226,6 +229,9 @@ func TestMatchAllocs(t *testing.T) {
 			})
 			if allocs != 0 {
 				t.Fatalf("Match allocated %.1f times per run", allocs)
+			}
+			if a := testing.AllocsPerRun(100, func() { tr.Any("sport/tennis/player1") }); a != 0 {
+				t.Fatalf("Any allocated %.1f times per run", a)
 			}
 			if n == 0 {
 				t.Fatal("Match found nothing: the case measures nothing")

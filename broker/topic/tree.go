@@ -111,6 +111,42 @@ func (t *Tree[C]) Match(topic string, dst []*Entry[C], accept func(C) bool) []*E
 	return t.root.walk(topic, 0, !dollar(topic), dst, accept)
 }
 
+// Any reports whether some entry matches topic, as len(Match(topic, nil,
+// nil)) > 0 would, but stops at the first and allocates nothing, and picks
+// no group member (a group's round-robin does not move). It is for a yes
+// or no, such as whether a peer node wants a message.
+func (t *Tree[C]) Any(topic string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.root.any(topic, 0, !dollar(topic))
+}
+
+// any is walk for Any.
+func (n *node[C]) any(topic string, i int, wild bool) bool {
+	lvl, next, last := level(topic, i)
+	if wild {
+		if n.hash != nil && n.hash.holds() {
+			return true
+		}
+		if n.plus != nil && n.plus.anyStep(topic, next, last) {
+			return true
+		}
+	}
+	c := n.children[lvl]
+	return c != nil && c.anyStep(topic, next, last)
+}
+
+// anyStep is step for Any.
+func (n *node[C]) anyStep(topic string, next int, last bool) bool {
+	if !last {
+		return n.any(topic, next, true)
+	}
+	return n.holds() || (n.hash != nil && n.hash.holds())
+}
+
+// holds reports whether n has an entry of its own (collect would add one).
+func (n *node[C]) holds() bool { return len(n.subs.list) > 0 || len(n.groups) > 0 }
+
 // walk matches the level of topic starting at byte i against the children
 // of n. wild is false only at the first level of a '$' topic, where the
 // '+' and '#' children are not eligible.

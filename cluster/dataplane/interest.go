@@ -404,8 +404,7 @@ func (p *Plane) wants(peer, tp string) bool {
 	if ri == nil || !ri.fresh.Load() {
 		return true
 	}
-	var buf [4]*topic.Entry[string]
-	return len(ri.tree.Match(tp, buf[:0], nil)) > 0
+	return ri.tree.Any(tp)
 }
 
 // sharedFor decides, for a message on topic entering this node, which
