@@ -229,10 +229,13 @@ func median(v []float64) float64 {
 
 // runQuorum prints the quorum write's two tables.
 func runQuorum(single *node, cluster []*node, rounds int, duration, warmup time.Duration) error {
-	var perCPU [2][]float64  // acknowledged per CPU second of the broker processes: one node, three
-	var perBusy [2][]float64 // the same per CPU second of the busiest broker process
-	measure := func(sc load.Scenario, addr string, procs ...*node) (float64, uint64, error) {
-		cfg := load.Config{QoS: 1, PayloadSize: 16, Warmup: warmup, Duration: duration, Addr: addr}
+	// Per variant (one node; three with the subscriber on the publishers'
+	// node; three with it on another node): acknowledged per CPU second of
+	// the broker processes, and of the busiest one.
+	var perCPU, perBusy [3][]float64
+	variant := 0
+	measure := func(sc load.Scenario, addr, subAddr string, procs ...*node) (float64, uint64, error) {
+		cfg := load.Config{QoS: 1, PayloadSize: 16, Warmup: warmup, Duration: duration, Addr: addr, SubAddr: subAddr}
 		var snaps [][]time.Duration // each probe's CPU per process
 		if len(procs) > 0 {
 			cfg.Probe = func() (load.Usage, error) {
@@ -256,10 +259,7 @@ func runQuorum(single *node, cluster []*node, rounds int, duration, warmup time.
 			return 0, 0, fmt.Errorf("%s on %s: %w", sc.Name, addr, err)
 		}
 		if len(procs) > 0 && res.BrokerCPU > 0 {
-			i := 0
-			if len(procs) > 1 {
-				i = 1
-			}
+			i := variant
 			perCPU[i] = append(perCPU[i], res.OutRate*res.Elapsed.Seconds()/res.BrokerCPU.Seconds())
 			if len(snaps) >= 2 {
 				var busiest time.Duration
@@ -274,34 +274,41 @@ func runQuorum(single *node, cluster []*node, rounds int, duration, warmup time.
 		return res.OutRate, res.Lost, nil
 	}
 	many := load.Scenario{Name: "durable", Topology: load.Offline, Clients: 50, Window: 16}
-	var one, three []float64
+	var acked [3][]float64
 	lost := uint64(0)
 	for range rounds {
-		r, l, err := measure(many, single.mqtt(), single)
-		if err != nil {
-			return err
+		for v, at := range [][2]string{{single.mqtt(), ""}, {cluster[0].mqtt(), ""}, {cluster[0].mqtt(), cluster[1].mqtt()}} {
+			procs := cluster
+			if v == 0 {
+				procs = []*node{single}
+			}
+			variant = v
+			r, l, err := measure(many, at[0], at[1], procs...)
+			if err != nil {
+				return err
+			}
+			acked[v], lost = append(acked[v], r), lost+l
 		}
-		one, lost = append(one, r), lost+l
-		r, l, err = measure(many, cluster[0].mqtt(), cluster...)
-		if err != nil {
-			return err
-		}
-		three, lost = append(three, r), lost+l
 	}
-	fmt.Printf("| QoS 1, 50 publishers, 16 in flight each | one durable node | 3 nodes, quorum | 3 nodes / one node | lost |\n|---|---|---|---|---|\n")
-	fmt.Printf("| acknowledged/s | %.0f | %.0f | %.2f | %d |\n", median(one), median(three), median(three)/median(one), lost)
-	fmt.Printf("| acknowledged per CPU second of the brokers (all three nodes' summed) | %.0f | %.0f | %.2f | |\n",
-		median(perCPU[0]), median(perCPU[1]), median(perCPU[1])/median(perCPU[0]))
+	row := func(name string, xs [3][]float64, end string) {
+		one := median(xs[0])
+		fmt.Printf("| %s | %.0f | %.0f | %.2f | %.0f | %.2f |%s\n", name, one, median(xs[1]), median(xs[1])/one,
+			median(xs[2]), median(xs[2])/one, end)
+	}
+	fmt.Printf("| QoS 1, 50 publishers, 16 in flight each | one durable node | 3 nodes, quorum, subscriber on the publishers' node | / one node | 3 nodes, quorum, subscriber on another node | / one node | lost |\n|---|---|---|---|---|---|---|\n")
+	row("acknowledged/s", acked, fmt.Sprintf(" %d |", lost))
+	row("acknowledged per CPU second of the brokers (all three nodes' summed)", perCPU, " |")
 	// With a core per node (gateways each have their own), the busiest
 	// node bounds the cluster: this row is what the shared cores of one
 	// test machine hide.
-	fmt.Printf("| acknowledged per CPU second of the busiest broker (a core per node) | %.0f | %.0f | %.2f | |\n\n",
-		median(perBusy[0]), median(perBusy[1]), median(perBusy[1])/median(perBusy[0]))
+	row("acknowledged per CPU second of the busiest broker (a core per node)", perBusy, " |")
+	fmt.Println()
+	variant = 1
 	var w1, w100 []float64
 	lost = 0
 	for range rounds {
 		for _, w := range []int{1, 100} {
-			r, l, err := measure(load.Scenario{Name: fmt.Sprint("window-", w), Topology: load.Offline, Clients: 1, Window: w}, cluster[0].mqtt())
+			r, l, err := measure(load.Scenario{Name: fmt.Sprint("window-", w), Topology: load.Offline, Clients: 1, Window: w}, cluster[0].mqtt(), "")
 			if err != nil {
 				return err
 			}

@@ -52,6 +52,9 @@ func (r *run) collect(ctx context.Context) error {
 		r.cfg.Addr = addr
 	}
 	d := dialer{addr: r.cfg.Addr, sources: r.cfg.Sources, persistent: true}
+	if r.cfg.SubAddr != "" {
+		d.addr = r.cfg.SubAddr
+	}
 	c, err := d.dial(ctx, 0, r.offlineID(), 0, activeBuffer)
 	if err != nil {
 		return fmt.Errorf("offline subscriber: %w", err)

@@ -78,13 +78,13 @@ func (r *run) connect(ctx context.Context) error {
 		r.pubs[i] = r.newPublisher(i, tp, pl.fanout, len(pl.topics))
 	}
 	var err error
+	sd := d
+	if r.cfg.SubAddr != "" {
+		sd.addr = r.cfg.SubAddr
+	}
 	if r.sc.Topology == Offline {
-		err = r.park(ctx, d, pl.filters[0])
+		err = r.park(ctx, sd, pl.filters[0])
 	} else {
-		sd := d
-		if r.cfg.SubAddr != "" {
-			sd.addr = r.cfg.SubAddr
-		}
 		err = r.connectSubscribers(ctx, sd, pl)
 	}
 	if err != nil {
