@@ -335,6 +335,48 @@ func TestSessionHandoverBothNodesUp(t *testing.T) {
 	}
 }
 
+// TestSessionHandoverInParts: a session with more queued messages than
+// one part of the handover (1024) moves whole, in order, once each, each
+// part stored on the new node before the next (durability on), and the
+// old node deletes it only once the new node confirmed.
+func TestSessionHandoverInParts(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b := nodes[0], nodes[1]
+	const id = "bulky"
+	closeV5(subscribeV5(t, a.addr(), id, 3600, "line/#", 1, &collector{}))
+	pub, _, err := crashV5(a.addr(), "bulk-publisher", true, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := seqPayloads("p", 0, 1300)
+	for _, p := range want {
+		ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+		_, err := pub.Publish(ctx, &paho.Publish{Topic: "line/1", Payload: []byte(p + strings.Repeat(".", 200)), QoS: 1})
+		cancel()
+		if err != nil {
+			t.Fatalf("publish %s: %v", p, err)
+		}
+	}
+	closeV5(pub)
+	var got ordered
+	cl, present, err := crashV5(b.addr(), id, false, 3600, func(topic, payload string) { got.add(topic, strings.TrimRight(payload, ".")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	if !present {
+		t.Fatal("session present = 0 on b")
+	}
+	eventually(t, 30*time.Second, func() error { return got.hasAll(want) })
+	if g := got.list(); !slices.Equal(g, want) {
+		t.Fatalf("on b: %d messages, want %d in order, once each", len(g), len(want))
+	}
+	letGo(t, a, id)
+	if st, err := sessionsView(a.ip); err != nil || st.Exported != 1 {
+		t.Fatalf("a's sessions: %+v %v, want one exported", st, err)
+	}
+}
+
 // publishUntil publishes one QoS 1 message on addr, again until it is
 // acknowledged (a refusal while a killed node's partitions move).
 func publishUntil(t *testing.T, addr, topic, payload string) {

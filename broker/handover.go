@@ -3,6 +3,7 @@ package broker
 import (
 	"cmp"
 	"slices"
+	"sync"
 	"time"
 
 	"gantry/broker/topic"
@@ -20,7 +21,14 @@ import (
 //     and reports the session's subscriptions.
 //   - ExportSession removes a session and returns it whole; ImportSession
 //     adds one, its in-flight and queued messages ahead of what the
-//     session queued here meanwhile.
+//     session queued here meanwhile (ImportSessionAfter: a later part of
+//     one handover goes right after the earlier parts).
+//   - LendSession hands a session over without deleting it: it leaves
+//     this node's sessions and topic tree (nothing is delivered to it
+//     here any more) but stays in the store until the receiving node has
+//     confirmed that it stored it (LentSession.Release); without that
+//     confirmation it comes back whole (LentSession.Return). A node that
+//     restarts while a session is lent has it back from its store.
 //
 // Nothing here runs when no claimer is set (clustering off): the cost on
 // a CONNECT is one nil check, and none on the publish path.
@@ -138,6 +146,142 @@ func (s *Server) ExportSession(clientID string, publishWill bool) (*SessionState
 	return st, true
 }
 
+// LentSession is a session handed to another node and kept here, out of
+// reach (no connection attaches to it, nothing is delivered to it), until
+// that node confirms it has stored it (Release) or fails to (Return).
+type LentSession struct {
+	srv  *Server
+	sess *session
+	st   *SessionState
+
+	mu   sync.Mutex // guards over
+	over bool       // released or returned
+}
+
+// State is the session as it was lent: what the other node imports.
+func (l *LentSession) State() *SessionState { return l.st }
+
+// LendSession takes clientID's session over (see TakeOver) and lends it:
+// it returns the session whole, as ExportSession does, and takes it out
+// of this node's sessions and topic tree (a delivery routed from now on
+// is ignored: the claiming node has the subscriptions), but keeps it in
+// the store until Release. Its pending will is dropped (the client
+// connected again). It reports false when this node holds no session for
+// clientID.
+func (s *Server) LendSession(clientID string) (*LentSession, bool) {
+	if _, ok := s.TakeOver(clientID); !ok {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[clientID]
+	if sess == nil || sess.inproc != nil {
+		return nil, false
+	}
+	sess.mu.Lock()
+	if sess.conn != nil { // reconnected here in between: it stays
+		sess.mu.Unlock()
+		return nil, false
+	}
+	st := sess.exportLocked()
+	stopTimer(&sess.expiryTimer)
+	stopTimer(&sess.willTimer)
+	if sess.will != nil {
+		sess.will = nil
+		if sess.stored {
+			sess.saveLocked(sess.disconnectedAt, nil) // kept without it, should this node restart
+		}
+	}
+	// In the same critical section as the export: see ExportSession.
+	sess.gone = true
+	filters := make([]string, 0, len(sess.subs))
+	for f := range sess.subs {
+		filters = append(filters, f)
+	}
+	sess.mu.Unlock()
+	for _, f := range filters {
+		s.subs.Unsubscribe(sess, f)
+		sess.nsubs.Add(-1)
+	}
+	delete(s.sessions, clientID)
+	return &LentSession{srv: s, sess: sess, st: st}, true
+}
+
+// end marks l settled and reports whether it was not already.
+func (l *LentSession) end() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.over {
+		return false
+	}
+	l.over = true
+	return true
+}
+
+// Release deletes the lent session from the store: the other node has it.
+// It does nothing once l was released or returned.
+func (l *LentSession) Release() {
+	if !l.end() {
+		return
+	}
+	s, sess := l.srv, l.sess
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	// A new session of the client here meanwhile wrote its own record
+	// over this one's: it stays.
+	if sess.stored && s.persist != nil && s.sessions[sess.id] == nil {
+		s.persistOps(nil, PersistOp{Kind: DeleteSession, ClientID: sess.id})
+	}
+	sess.stored = false
+	clear(sess.subs)
+	sess.clearState()
+}
+
+// Return takes the lent session back as it was: subscribed again, its
+// messages deliverable, its expiry counting from its disconnection. When
+// a new session of the client was made here meanwhile, the lent one's
+// messages go ahead of that one's queue instead (as new deliveries). It
+// does nothing once l was released or returned.
+func (l *LentSession) Return() error {
+	if !l.end() {
+		return nil
+	}
+	s, sess := l.srv, l.sess
+	s.mu.Lock()
+	if s.sessions[sess.id] != nil {
+		s.mu.Unlock()
+		st := *l.st
+		st.Queued = append(slices.Clone(st.Inflight), st.Queued...)
+		st.Inflight = nil
+		for i := range st.Queued {
+			st.Queued[i].PID, st.Queued[i].State = 0, 0
+		}
+		return s.ImportSession(&st)
+	}
+	defer s.mu.Unlock()
+	sess.mu.Lock()
+	sess.gone = false
+	s.sessions[sess.id] = sess
+	if sess.expiry != 0xFFFFFFFF && !s.closed {
+		left := time.Until(time.Unix(0, sess.disconnectedAt).Add(time.Duration(sess.expiry) * time.Second))
+		sess.expiryTimer = time.AfterFunc(max(left, 0), func() { s.expire(sess) })
+	}
+	subs := sess.subscriptionsLocked()
+	c := sess.conn
+	sess.mu.Unlock()
+	for _, r := range subs {
+		group, _, _, _ := topic.ParseShared(r.Filter)
+		sess.nsubs.Add(1) // before the tree insert: see router.collect
+		s.subs.Subscribe(topic.Entry[*session]{Client: sess, Filter: r.Filter, Options: r.Options, SubID: r.SubID, Group: group})
+	}
+	if c != nil {
+		c.wakeWriter()
+	}
+	return nil
+}
+
 // exportLocked is the whole state of sess. The caller holds sess.mu.
 func (sess *session) exportLocked() *SessionState {
 	st := &SessionState{ClientID: sess.id, Expiry: sess.expiry, Subscriptions: sess.subscriptionsLocked()}
@@ -180,22 +324,33 @@ func (sess *session) exportLocked() *SessionState {
 // the store has it (or failed to write it: the error). An in-process
 // client's identifier is refused.
 func (s *Server) ImportSession(st *SessionState) error {
-	stored := make(chan error, 1)
-	waits, err := s.importSession(st, func(err error) { stored <- err })
-	if err != nil || !waits {
-		return err
-	}
-	return <-stored
+	_, err := s.ImportSessionAfter(st, nil)
+	return err
 }
 
-// importSession is ImportSession without the wait: it reports whether
-// done will be called once the store has the session.
-func (s *Server) importSession(st *SessionState, done func(error)) (bool, error) {
+// ImportSessionAfter is ImportSession for a session handed over in parts:
+// st's queued messages go right after after in the session's queue (the
+// last message of the previous part), ahead of the rest; when after is
+// nil, or no longer queued (sent meanwhile, and with it every earlier
+// part), ahead of the whole queue. It returns the message the next part
+// goes after: the last one it queued, or after when it queued none.
+func (s *Server) ImportSessionAfter(st *SessionState, after *Message) (*Message, error) {
+	stored := make(chan error, 1)
+	waits, last, err := s.importSession(st, after, func(err error) { stored <- err })
+	if err == nil && waits {
+		err = <-stored
+	}
+	return last, err
+}
+
+// importSession is ImportSessionAfter without the wait: it reports
+// whether done will be called once the store has the session.
+func (s *Server) importSession(st *SessionState, after *Message, done func(error)) (bool, *Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess := s.sessions[st.ClientID]
 	if sess != nil && sess.inproc != nil {
-		return false, ErrNotAuthorized
+		return false, after, ErrNotAuthorized
 	}
 	if sess == nil {
 		sess = newSession(s, st.ClientID)
@@ -220,7 +375,7 @@ func (s *Server) importSession(st *SessionState, done func(error)) (bool, error)
 		sess.nsubs.Add(1) // before the tree insert: see router.collect
 		added = append(added, r)
 	}
-	sess.importEntriesLocked(st)
+	last := sess.importEntriesLocked(st, after)
 	// The store calls done in submission order: once the session's record
 	// is written, its entries written before it are too.
 	waits := sess.saveLocked(sess.disconnectedAt, done)
@@ -233,21 +388,36 @@ func (s *Server) importSession(st *SessionState, done func(error)) (bool, error)
 	if c != nil {
 		c.wakeWriter() // connected here already: the imported messages follow what it has
 	}
-	return waits, nil
+	return waits, last, nil
 }
 
-// importEntriesLocked puts st's messages ahead of the session's queue. An
-// imported in-flight message whose identifier is taken here, or any when
-// a connection is attached already (its resends went out when it
-// attached), is queued instead: sent again as a new delivery. With
-// durability every entry is stored again, in the new order. The caller
-// holds sess.mu.
-func (sess *session) importEntriesLocked(st *SessionState) {
+// importEntriesLocked puts st's messages ahead of the session's queue, or
+// right after the queued delivery of message after. An imported in-flight
+// message whose identifier is taken here, or any when a connection is
+// attached already (its resends went out when it attached), is queued
+// instead: sent again as a new delivery. With durability every entry
+// behind the imported ones is stored again, in the new order (those
+// ahead of them were stored before them already). The caller holds
+// sess.mu. It returns the last message it queued (after when none).
+func (sess *session) importEntriesLocked(st *SessionState, after *Message) *Message {
 	if len(st.Inflight) == 0 && len(st.Queued) == 0 && len(st.InboundQoS2) == 0 {
-		return
+		return after
 	}
+	last := after
 	mine := sess.queue
 	sess.queue = deque{}
+	keep := mine.head
+	if after != nil {
+		for i := mine.head; i < len(mine.items); i++ {
+			if mine.items[i].msg == after {
+				keep = i + 1
+				break
+			}
+		}
+	}
+	for i := mine.head; i < keep; i++ {
+		sess.queue.pushBack(mine.items[i])
+	}
 	var front []EntryRecord
 	for _, e := range st.Inflight {
 		if _, used := sess.inflight[e.PID]; used || e.PID == 0 || sess.conn != nil {
@@ -264,8 +434,9 @@ func (sess *session) importEntriesLocked(st *SessionState) {
 		d := entryDelivery(e)
 		sess.persistEntryLocked(&d, nil)
 		sess.queue.pushBack(d)
+		last = d.msg
 	}
-	for i := mine.head; i < len(mine.items); i++ {
+	for i := keep; i < len(mine.items); i++ {
 		d := mine.items[i]
 		sess.forgetEntryLocked(d.entry)
 		d.entry = 0
@@ -281,6 +452,7 @@ func (sess *session) importEntriesLocked(st *SessionState) {
 			sess.srv.persistOps(nil, PersistOp{Kind: PersistInboundQoS2, ClientID: sess.id, PID: pid})
 		}
 	}
+	return last
 }
 
 func entryDelivery(e EntryRecord) delivery {

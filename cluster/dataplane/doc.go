@@ -174,7 +174,7 @@
 // store (refusedMark), so a restarted origin names them again and sends
 // them to nobody.
 //
-// # Sessions (sessions.go, sessions_directory.go)
+// # Sessions (sessions.go, sessions_export.go, sessions_directory.go)
 //
 // A persistent session is the cluster's, held by one node at a time: the
 // node its client last connected to. A CONNECT on any node first claims
@@ -197,8 +197,11 @@
 //     then on what is published anywhere reaches this node.
 //  3. export: only then does the holder hand the session over whole (in
 //     flight in send order with packet identifiers, queued in order,
-//     inbound QoS 2 identifiers) and delete it (memory, tree, store);
-//     first it asks every peer whose link is up to flush its stream to it
+//     inbound QoS 2 identifiers), lent (sessions_export.go: out of its
+//     memory and tree, still in its store) until the claiming node,
+//     which pulls it in bounded parts, confirms it stored them all;
+//     without that confirmation the holder takes it back and hands it
+//     over again. First it asks every peer whose link is up to flush its stream to it
 //     (POST /cluster/sessions/flush: the peer answers once the holder
 //     confirmed every record it had appended, at most 3 s), so that a
 //     record a peer passed over for the claiming node, before it knew
@@ -239,8 +242,8 @@
 // backlogs after its restart, for that session, may then arrive twice.
 // The claims are kept in DataDir/sessions-since.json with durability.
 //
-// Expiry runs where the session is: only its holder has it (an export
-// deletes the session), and a directory entry whose expiry passed is
+// Expiry runs where the session is: only its holder has it (a confirmed
+// export deletes the session; a lent one does not expire), and a directory entry whose expiry passed is
 // ignored; the holder's next push drops it.
 //
 // Still to come: the message identity on queue entries (exact handover

@@ -22,19 +22,22 @@ import (
 // connection of that client (takeover) and says whether it holds the
 // session; this node installs the holder's subscriptions and announces
 // them, and only then asks the holder for the rest (export), which it
-// takes over in order. A directory of every node's persistent sessions
+// takes over in order, in bounded parts (sessions_export.go); the holder
+// keeps the session until this node confirms it stored it. A directory of every node's persistent sessions
 // (sessions_directory.go) serves the client when the holder is down, and
 // makes a returning holder hand over what it kept.
 
 // Paths of the session exchange on the operations port. Every request and
 // answer is signed with SharedSecret (the plane's Signer).
 const (
-	SessionsPath          = "/cluster/sessions"           // GET: this node's view (SessionsStatus)
-	SessionsTakeoverPath  = "/cluster/sessions/takeover"  // POST: close the client's connection, report its session
-	SessionsExportPath    = "/cluster/sessions/export"    // POST: hand the client's session over, whole
-	SessionsHandoverPath  = "/cluster/sessions/handover"  // POST: take a session a returning holder kept
-	SessionsDirectoryPath = "/cluster/sessions/directory" // POST: a node's persistent sessions
-	SessionsFlushPath     = "/cluster/sessions/flush"     // POST: answer once From confirmed every record appended for it so far
+	SessionsPath          = "/cluster/sessions"             // GET: this node's view (SessionsStatus)
+	SessionsTakeoverPath  = "/cluster/sessions/takeover"    // POST: close the client's connection, report its session
+	SessionsExportPath    = "/cluster/sessions/export"      // POST: lend the client's session, answer its first part
+	SessionsPartPath      = "/cluster/sessions/export/part" // POST: the next part of a lent session
+	SessionsDonePath      = "/cluster/sessions/export/done" // POST: the borrower stored it (release) or not (take it back)
+	SessionsHandoverPath  = "/cluster/sessions/handover"    // POST: a returning holder offers a session it kept (pulled in parts)
+	SessionsDirectoryPath = "/cluster/sessions/directory"   // POST: a node's persistent sessions
+	SessionsFlushPath     = "/cluster/sessions/flush"       // POST: answer once From confirmed every record appended for it so far
 )
 
 // Session exchange timing.
@@ -46,6 +49,12 @@ const (
 	directoryPush = 2 * time.Second  // changes of the directory are pushed this often
 	directoryFull = 30 * time.Second // and the whole directory this often regardless
 	maxSessionMsg = 256 << 20        // the largest request or answer of the exchange
+	// liveSilence is how long a member whose link is up may have sent
+	// nothing before a CONNECT stops waiting for it as if it were down:
+	// the link pings every linkPingEvery, and a live peer answers at
+	// once; a frozen one (SIGSTOP) keeps its connections open and
+	// answers nothing.
+	liveSilence = linkPingEvery + 500*time.Millisecond
 )
 
 // SessionBroker is what the session exchange needs of the local broker:
@@ -53,7 +62,9 @@ const (
 type SessionBroker interface {
 	TakeOver(clientID string) (*broker.SessionState, bool)
 	ExportSession(clientID string, publishWill bool) (*broker.SessionState, bool)
+	LendSession(clientID string) (*broker.LentSession, bool)
 	ImportSession(st *broker.SessionState) error
+	ImportSessionAfter(st *broker.SessionState, after *broker.Message) (*broker.Message, error)
 	PersistentSessions() []broker.SessionSummary
 }
 
@@ -70,6 +81,13 @@ type SessionOptions struct {
 	DataDir string
 	// HTTP is the client of the exchange; nil: one with claimWait.
 	HTTP *http.Client
+	// PartBytes and PartEntries bound one part of a session handed over
+	// (the messages' encoded bytes, and their number; a message larger
+	// than PartBytes goes alone); 0: partBytes, partEntries.
+	PartBytes, PartEntries int
+	// LendWait is how long a lent session waits for its borrower's next
+	// request before it is taken back; 0: lendWait.
+	LendWait time.Duration
 }
 
 // Sessions is one node's part of the session exchange: the claimer of its
@@ -92,7 +110,12 @@ type Sessions struct {
 	pushed     map[string]pushMark
 	savedSince bool // since is on disk as it is
 
-	claims, tookOver, exported, imported, fromDirectory, returned, returnFailed, fromCopies atomic.Uint64
+	claims, tookOver, exported, imported, fromDirectory, returned, returnFailed, fromCopies, takenBack atomic.Uint64
+
+	lmu      sync.Mutex       // guards lends, lendSeq; taken after mu, never with it held the other way
+	lends    map[string]*lend // client → its session lent to another node
+	lendSeq  uint64
+	linkSeen map[string]uint64 // member → its link's connects when last exchanged (WatchLinks' goroutine only)
 
 	wake chan struct{} // (capacity 1) a change to push
 }
@@ -105,10 +128,20 @@ type pushMark struct {
 // NewSessions builds the session exchange of p; Run pushes the directory.
 func (p *Plane) NewSessions(opts SessionOptions) *Sessions {
 	if opts.HTTP == nil {
-		opts.HTTP = &http.Client{Timeout: flushWait + claimWait}
+		opts.HTTP = &http.Client{Timeout: returnWait}
+	}
+	if opts.PartBytes <= 0 {
+		opts.PartBytes = partBytes
+	}
+	if opts.PartEntries <= 0 {
+		opts.PartEntries = partEntries
+	}
+	if opts.LendWait <= 0 {
+		opts.LendWait = lendWait
 	}
 	s := &Sessions{p: p, opts: opts, log: p.log.With("component", "sessions"), since: map[string]int64{},
-		dir: map[string]map[string]dirEntry{}, heard: map[string]time.Time{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true}
+		dir: map[string]map[string]dirEntry{}, heard: map[string]time.Time{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true,
+		lends: map[string]*lend{}, linkSeen: map[string]uint64{}}
 	s.loadSince()
 	return s
 }
@@ -121,13 +154,20 @@ type sessionReq struct {
 	Clean     bool       `json:"clean,omitempty"`    // takeover: the new connection starts clean
 	State     *wireState `json:"state,omitempty"`    // handover
 	Sessions  []dirEntry `json:"sessions,omitempty"` // directory: every persistent session of From
+	Lend      uint64     `json:"lend,omitempty"`     // part, done, handover: the lent session
+	Offset    int        `json:"offset,omitempty"`   // part: its first entry (in-flight ones, then queued)
+	Stored    bool       `json:"stored,omitempty"`   // done: the borrower has it on disk (or in memory without durability)
 }
 
 // sessionReply is an answer of the exchange.
 type sessionReply struct {
 	Held  bool       `json:"held"`
 	Since int64      `json:"since,omitempty"`
-	State *wireState `json:"state,omitempty"` // takeover: subscriptions and expiry only
+	State *wireState `json:"state,omitempty"` // takeover: subscriptions and expiry only; export, part: one part
+	Lend  uint64     `json:"lend,omitempty"`  // export: the lent session's number
+	More  bool       `json:"more,omitempty"`  // export, part: another part follows
+	// Sessions is the answering node's directory (directory exchange).
+	Sessions []dirEntry `json:"sessions,omitempty"`
 }
 
 // wireState is a broker.SessionState between nodes; messages are in
@@ -215,6 +255,9 @@ func (s *Sessions) ClaimSession(info *broker.ConnInfo, cleanStart bool, expiry u
 	}
 	s.claims.Add(1)
 	client := info.ClientID
+	// Lent by this node and not confirmed yet: it is here again whole; the
+	// borrower hands over what it imported (some of it twice).
+	s.takeBack(client, "the client connected here again")
 	replies := s.askAll(members, SessionsTakeoverPath, sessionReq{Client: client, Clean: cleanStart})
 	if cleanStart {
 		s.forget(client)
@@ -276,27 +319,19 @@ func (s *Sessions) claimFrom(client string, holders []string, replies map[string
 	}
 	s.announce(subs)
 	for _, h := range holders {
+		// The holder flushes its peers' streams first (flushWait) and
+		// waits for its own quorum writes.
 		var r sessionReply
-		if err := s.post(h, SessionsExportPath, sessionReq{Client: client}, &r); err != nil {
-			// It went down in the middle: it holds the messages and hands
-			// them over when it returns (this node's claim is newer).
-			s.log.Warn("session handover interrupted: the holder hands the messages over when it returns", "client", client,
+		if err := s.postWithin(flushWait+claimWait, h, SessionsExportPath, sessionReq{Client: client}, &r); err != nil {
+			// The holder keeps the session it lent, and hands it over
+			// again once this node's next request does not come.
+			s.log.Warn("session handover interrupted: the holder keeps the messages and hands them over again", "client", client,
 				"holder", h, "err", err)
 			continue
 		}
-		if !r.Held {
-			continue
+		if r.Held {
+			s.pull(h, client, r)
 		}
-		st, err := decodeState(r.State)
-		if err == nil {
-			err = s.opts.Broker.ImportSession(st)
-		}
-		if err != nil {
-			s.log.Error("session handover failed: its messages are lost", "client", client, "holder", h, "err", err)
-			continue
-		}
-		s.imported.Add(1)
-		s.log.Debug("session taken over", "client", client, "holder", h, "inflight", len(st.Inflight), "queued", len(st.Queued))
 	}
 }
 
@@ -361,31 +396,14 @@ func (s *Sessions) serveTakeover(req *sessionReq) sessionReply {
 		if held {
 			s.opts.Broker.ExportSession(req.Client, true)
 		}
+		if req.Clean {
+			s.dropLend(req.Client) // the session ends wherever it is
+		}
 		s.forget(req.Client)
 		return sessionReply{}
 	}
 	return sessionReply{Held: true, Since: s.sinceOf(req.Client),
 		State: &wireState{Client: st.ClientID, Expiry: st.Expiry, Subs: st.Subscriptions}}
-}
-
-// serveExport hands the client's session over whole and forgets it here.
-// First every peer flushes its stream to this node: a record a peer
-// passed over for the claiming node before it knew its new subscriptions
-// is then delivered here, and exported, rather than arriving after the
-// export and lost.
-func (s *Sessions) serveExport(req *sessionReq) sessionReply {
-	if _, held := s.opts.Broker.TakeOver(req.Client); !held {
-		return sessionReply{}
-	}
-	s.flushAll()
-	s.awaitOwnWrites()
-	st, held := s.opts.Broker.ExportSession(req.Client, false)
-	if !held {
-		return sessionReply{}
-	}
-	s.forget(req.Client)
-	s.exported.Add(1)
-	return sessionReply{Held: true, State: encodeState(st)}
 }
 
 // flushAll asks every member whose link is up to flush its stream to this
@@ -478,26 +496,6 @@ func (s *Sessions) serveFlush(peer string) sessionReply {
 	}
 }
 
-// serveHandover takes a session a returning holder kept, when this node
-// holds the client's session now; otherwise it answers not held, and the
-// sender keeps it.
-func (s *Sessions) serveHandover(req *sessionReq) (sessionReply, error) {
-	st, err := decodeState(req.State)
-	if err != nil {
-		return sessionReply{}, err
-	}
-	if s.sinceOf(st.ClientID) == 0 && !s.holds(st.ClientID) {
-		return sessionReply{}, nil
-	}
-	if err := s.opts.Broker.ImportSession(st); err != nil {
-		return sessionReply{}, err
-	}
-	s.imported.Add(1)
-	s.log.Info("session messages handed over by a returning node", "client", st.ClientID, "from", req.From,
-		"inflight", len(st.Inflight), "queued", len(st.Queued))
-	return sessionReply{Held: true}, nil
-}
-
 // holds reports whether the broker has a persistent session of client.
 func (s *Sessions) holds(client string) bool {
 	for _, ss := range s.opts.Broker.PersistentSessions() {
@@ -506,37 +504,6 @@ func (s *Sessions) holds(client string) bool {
 		}
 	}
 	return false
-}
-
-// returnSession hands client's session, which node holds now (a newer
-// claim made while this node was away), over to it; on failure the
-// session stays here and the next directory push tries again.
-func (s *Sessions) returnSession(client, node string) {
-	st, held := s.opts.Broker.ExportSession(client, false)
-	if !held {
-		return
-	}
-	var r sessionReply
-	err := s.post(node, SessionsHandoverPath, sessionReq{State: encodeState(st)}, &r)
-	if err == nil && r.Held {
-		s.forget(client)
-		s.returned.Add(1)
-		s.log.Info("handed a session over to the node that holds it now", "client", client, "to", node,
-			"inflight", len(st.Inflight), "queued", len(st.Queued))
-		return
-	}
-	s.returnFailed.Add(1)
-	if err == nil {
-		err = errors.New("it does not hold the session")
-	}
-	s.p.warn("return-"+client, "a session stays on this node: its new holder did not take it", fmt.Errorf("%s to %s: %w", client, node, err))
-	st.Inflight, st.Queued = append(st.Inflight, st.Queued...), nil // sent again as new deliveries is safer than lost
-	for i := range st.Inflight {
-		st.Inflight[i].PID = 0
-	}
-	if ierr := s.opts.Broker.ImportSession(st); ierr != nil {
-		s.log.Error("a session could not be kept after a failed handover", "client", client, "err", ierr)
-	}
 }
 
 // took records that this node holds client's session from now on.

@@ -225,15 +225,14 @@ func (s *Sessions) postWithin(wait time.Duration, member, path string, req sessi
 }
 
 // sessionLimits bounds a path's request and reply by what it carries: a
-// whole session travels in a handover's request and an export's reply
-// only; a directory push carries every persistent session of its node
+// part of a session travels in an export's or a part's reply only (a few
+// MiB, sessions_export.go, or one message larger than that, up to the
+// broker's Maximum Packet Size); a directory push carries every persistent session of its node
 // (some 140,000 at a few subscriptions each); the rest carry a client id
 // and, answering a takeover, its subscriptions.
 func sessionLimits(path string) (request, reply int64) {
 	switch path {
-	case SessionsHandoverPath:
-		return maxSessionMsg, smallSessionMsg
-	case SessionsExportPath:
+	case SessionsExportPath, SessionsPartPath:
 		return smallSessionMsg, maxSessionMsg
 	case SessionsDirectoryPath:
 		return directorySessionMsg, smallSessionMsg
@@ -257,7 +256,7 @@ func (s *Sessions) Handler() http.Handler {
 		enc.Encode(s.Status())
 	})
 	for _, path := range []string{SessionsTakeoverPath, SessionsExportPath, SessionsHandoverPath, SessionsDirectoryPath,
-		SessionsFlushPath} {
+		SessionsFlushPath, SessionsPartPath, SessionsDonePath} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, path) })
 	}
 	return mux
@@ -300,6 +299,10 @@ func (s *Sessions) serve(w http.ResponseWriter, r *http.Request, path string) {
 		s.serveDirectory(&req)
 	case SessionsFlushPath:
 		reply = s.serveFlush(req.From)
+	case SessionsPartPath:
+		reply = s.servePart(&req)
+	case SessionsDonePath:
+		reply = s.serveDone(&req)
 	}
 	data, _ := json.Marshal(reply)
 	s.p.requests.WriteReply(w, http.StatusOK, signed, data)

@@ -21,7 +21,11 @@ type emptySessions struct{}
 func (emptySessions) TakeOver(string) (*broker.SessionState, bool)            { return nil, false }
 func (emptySessions) ExportSession(string, bool) (*broker.SessionState, bool) { return nil, false }
 func (emptySessions) ImportSession(*broker.SessionState) error                { return nil }
-func (emptySessions) PersistentSessions() []broker.SessionSummary             { return nil }
+func (emptySessions) LendSession(string) (*broker.LentSession, bool)          { return nil, false }
+func (emptySessions) ImportSessionAfter(_ *broker.SessionState, m *broker.Message) (*broker.Message, error) {
+	return m, nil
+}
+func (emptySessions) PersistentSessions() []broker.SessionSummary { return nil }
 
 // recorder is a client transport that keeps the last request sent to
 // each path, byte for byte, as a host on the path between nodes would.
@@ -79,15 +83,13 @@ func TestSessionRequestsReplayRefused(t *testing.T) {
 	_, a := sessionsNode(t, "node-a", SessionOptions{HTTP: &http.Client{Transport: rec, Timeout: 5 * time.Second},
 		PeerOps: func(context.Context, string) string { return host }})
 
-	paths := []string{SessionsTakeoverPath, SessionsExportPath, SessionsHandoverPath, SessionsDirectoryPath, SessionsFlushPath}
+	paths := []string{SessionsTakeoverPath, SessionsExportPath, SessionsPartPath, SessionsDonePath, SessionsHandoverPath,
+		SessionsDirectoryPath, SessionsFlushPath}
 	for i, path := range paths {
 		other := paths[(i+1)%len(paths)]
 		t.Run(strings.TrimPrefix(path, SessionsPath+"/"), func(t *testing.T) {
 			before := pb.requests.Stats()
-			req := sessionReq{Client: "line-7"}
-			if path == SessionsHandoverPath {
-				req.State = &wireState{Client: "line-7"}
-			}
+			req := sessionReq{Client: "line-7", Lend: 1}
 			var reply sessionReply
 			if err := a.post("node-b", path, req, &reply); err != nil {
 				t.Fatalf("the real request: %v", err)
@@ -123,7 +125,7 @@ func TestSessionRequestsReplayRefused(t *testing.T) {
 
 // TestSessionRequestLimitsPerPath: a takeover request (a client id) is
 // refused beyond its small limit before its body is read, while a
-// handover may carry a whole session.
+// directory push may carry every session of its node.
 func TestSessionRequestLimitsPerPath(t *testing.T) {
 	pb, b := sessionsNode(t, "node-b", SessionOptions{})
 	srv := httptest.NewServer(b.Handler())
@@ -133,7 +135,7 @@ func TestSessionRequestLimitsPerPath(t *testing.T) {
 	for _, tc := range []struct {
 		path   string
 		status int
-	}{{SessionsTakeoverPath, http.StatusRequestEntityTooLarge}, {SessionsHandoverPath, http.StatusOK}} {
+	}{{SessionsTakeoverPath, http.StatusRequestEntityTooLarge}, {SessionsDirectoryPath, http.StatusOK}} {
 		body := []byte(`{"clusterId":"c","from":"node-a","state":{"client":"` + big + `"}}`)
 		rep, err := q.Post(context.Background(), srv.Client(), strings.TrimPrefix(srv.URL, "http://"), tc.path, "node-b", body, 1<<20)
 		if err != nil {
