@@ -2,6 +2,7 @@ package appliance_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -76,6 +77,18 @@ func TestKeptRequestsReplayRefused(t *testing.T) {
 				t.Errorf("after %s: refused %s %d, want %d (%v)", tc.path, reason, n, want[reason], got)
 			}
 		}
+	}
+	var view struct{ Requests signing.RequestStats }
+	resp, err := http.Get("http://" + a.ip + ":9100/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil {
+		t.Fatal(err)
+	}
+	if r := view.Requests; r.Refused["replayed"] != 2 || r.Refused["wrong_path"] != 2 || r.Accepted < 2 || r.Cached < 2 {
+		t.Errorf("GET /cluster requests %+v, want 2 replayed, 2 wrong_path, at least the 2 accepted and cached", r)
 	}
 	if t.Failed() {
 		t.Log(grepLines(a.stderr(), "refused a request"))

@@ -191,10 +191,17 @@ func (n *Node) serveCluster(w http.ResponseWriter, r *http.Request) {
 		DataPlane      *dataplane.Status `json:"dataPlane,omitempty"`
 		RouteListeners []engine.Listener `json:"routeListeners"` // wire_drivers.go
 		LoT            *lotStatus        `json:"lot,omitempty"`  // wire_cluster_lot.go
+		// Requests counts the signed requests from other nodes, taken and
+		// refused by reason (cluster/signing, "Requests").
+		Requests *signing.RequestStats `json:"requests,omitempty"`
 	}{Status: n.clusterStatus(), RouteListeners: n.routeListeners(), LoT: n.lotClusterStatus()}
 	if n.dataPlane != nil {
 		st := n.dataPlane.Status()
 		view.DataPlane = &st
+	}
+	if n.Cluster != nil {
+		st := n.Cluster.Requests().Stats()
+		view.Requests = &st
 	}
 	enc.Encode(view)
 }
