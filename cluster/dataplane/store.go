@@ -312,14 +312,22 @@ func (s *store) run() {
 		s.records, s.dones, s.copies, s.leaseTo, s.heldGone, s.copiesGone = nil, nil, nil, 0, nil, nil
 		s.waiting = append(s.waiting, s.settles...)
 		s.settles = nil
+		// A map taken is replaced; an empty one stays, and is not read
+		// outside the lock (its writers go on filling it).
 		if len(cursors) > 0 {
 			s.pendingCursors = map[string]uint64{}
+		} else {
+			cursors = nil
 		}
 		if len(inbox) > 0 {
 			s.inbox = map[string][2]uint64{}
+		} else {
+			inbox = nil
 		}
 		if len(versions) > 0 {
 			s.versions = map[string]wire.Version{}
+		} else {
+			versions = nil
 		}
 		s.mu.Unlock()
 		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 ||
