@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -375,6 +376,87 @@ func TestSessionHandoverInParts(t *testing.T) {
 	if st, err := sessionsView(a.ip); err != nil || st.Exported != 1 {
 		t.Fatalf("a's sessions: %+v %v, want one exported", st, err)
 	}
+}
+
+// TestSessionConnectWithFrozenMember: a member frozen with SIGSTOP (its
+// connections stay open: its link looks up until it has been silent for
+// 3 s) holds a CONNECT elsewhere only as long as it takes to see that it
+// is silent: the session moves back and forth between a and b for 8 s
+// after c froze, each CONNECT timed. Other subscribers of the same filter
+// on a and b (as on a line's gateways) keep its announcement settled, so
+// the claim's own steps are what is timed.
+func TestSessionConnectWithFrozenMember(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "steady"
+	closeV5(subscribeV5(t, a.addr(), id, 3600, "line/#", 1, &collector{}))
+	defer closeV5(subscribeV5(t, a.addr(), "watch-a", 0, "line/#", 1, &collector{}))
+	defer closeV5(subscribeV5(t, b.addr(), "watch-b", 0, "line/#", 1, &collector{}))
+	interestKnown(t, c, "broker-a")
+	interestKnown(t, c, "broker-b")
+	inDirectory(t, b, "broker-a", id)
+	signal(t, c, syscall.SIGSTOP)
+	defer signal(t, c, syscall.SIGCONT)
+	frozen := time.Now()
+	var took []string
+	var worst time.Duration
+	for i := 0; time.Since(frozen) < 8*time.Second; i++ {
+		nd := []*crashNode{b, a}[i%2]
+		start := time.Now()
+		cl, present, err := crashV5(nd.addr(), id, false, 3600, nil)
+		d := time.Since(start)
+		took = append(took, fmt.Sprintf("%.1fs:%v", start.Sub(frozen).Seconds(), d.Round(time.Millisecond)))
+		if err != nil {
+			t.Fatalf("CONNECT %d on %s: %v (%v)", i, nd.ip, err, took)
+		}
+		if !present {
+			t.Fatalf("CONNECT %d on %s: session present = 0 (%v)", i, nd.ip, took)
+		}
+		closeV5(cl)
+		worst = max(worst, d)
+	}
+	t.Logf("CONNECT times (seconds after the freeze: duration): %v", took)
+	t.Logf("slow claims:\n%s\n%s", grepLines(a.stderr(), "claim was slow"), grepLines(b.stderr(), "claim was slow"))
+	if worst > frozenConnectMax {
+		t.Fatalf("a CONNECT took %v with a member frozen, want at most %v: %v", worst, frozenConnectMax, took)
+	}
+}
+
+// frozenConnectMax bounds a CONNECT while a member is frozen: the claim
+// waits up to liveSilence (1.5 s) for it to turn silent.
+const frozenConnectMax = 2500 * time.Millisecond
+
+// TestSessionDirectoryAfterRestart: a node that restarts learns the other
+// nodes' sessions as soon as its links are up (not at their next whole
+// push, up to 30 s later): a CONNECT on it right after, while the holder
+// is down, gets the session from the directory.
+func TestSessionDirectoryAfterRestart(t *testing.T) {
+	nodes := dataPlaneCluster(t, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	const id = "remembered"
+	offlineOnA(t, a, b, c, id, nil)
+	b.kill()
+	b.start()
+	linksUp(t, nodes)
+	eventually(t, 3*time.Second, func() error {
+		st, err := sessionsView(b.ip)
+		if err == nil && !slices.Contains(st.Directory["broker-a"], id) {
+			err = fmt.Errorf("b's directory after its restart: %v, want %s at broker-a", st.Directory, id)
+		}
+		return err
+	})
+	a.kill()
+	var got ordered
+	cl, present, err := crashV5(b.addr(), id, false, 3600, got.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeV5(cl)
+	if !present {
+		t.Fatal("session present = 0 on b: its directory did not list the session of the node that is down")
+	}
+	publishUntil(t, c.addr(), "line/1", "after-restart")
+	eventually(t, 20*time.Second, func() error { return got.hasAll([]string{"after-restart"}) })
 }
 
 // publishUntil publishes one QoS 1 message on addr, again until it is

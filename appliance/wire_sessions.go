@@ -40,15 +40,20 @@ func (n *Node) otherMembers() []string {
 	return out
 }
 
-// startSessions pushes the session directory until Shutdown.
+// startSessions pushes the session directory, and exchanges it with each
+// peer whose link comes up, until Shutdown.
 func (n *Node) startSessions() {
 	if n.sessions == nil {
 		return
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		n.sessions.Run(n.stop)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.sessions.WatchLinks(n.stop)
 	}()
 }
 

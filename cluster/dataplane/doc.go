@@ -174,7 +174,7 @@
 // store (refusedMark), so a restarted origin names them again and sends
 // them to nobody.
 //
-// # Sessions (sessions.go, sessions_export.go, sessions_directory.go)
+// # Sessions (sessions.go, sessions_export.go, sessions_directory.go, sessions_links.go)
 //
 // A persistent session is the cluster's, held by one node at a time: the
 // node its client last connected to. A CONNECT on any node first claims
@@ -228,7 +228,10 @@
 // The directory: every node pushes the list of its persistent sessions
 // (subscriptions, expiry, connected or since when not, and when it took
 // each: its claim time) to every member, at once after a change and whole
-// every 30 s. When no member that answered holds the session but the
+// every 30 s, and exchanges it with a peer as soon as its link to that
+// peer comes up (sessions_links.go: a restarted node knows the others'
+// sessions at once). A member whose link is down, or up but silent for
+// 1.5 s (frozen), is waited for 300 ms at most by a claim. When no member that answered holds the session but the
 // directory lists it on a member that did not answer (down), the claiming
 // node takes the subscriptions from it (session present = 1) and queues,
 // from the partition copies it holds (sessions_copies.go), every record

@@ -38,6 +38,9 @@ const (
 	SessionsHandoverPath  = "/cluster/sessions/handover"    // POST: a returning holder offers a session it kept (pulled in parts)
 	SessionsDirectoryPath = "/cluster/sessions/directory"   // POST: a node's persistent sessions
 	SessionsFlushPath     = "/cluster/sessions/flush"       // POST: answer once From confirmed every record appended for it so far
+	// SessionsDirectorySyncPath: POST a node's persistent sessions, answered
+	// with this node's (when a link comes up: sessions_links.go).
+	SessionsDirectorySyncPath = "/cluster/sessions/directory/sync"
 )
 
 // Session exchange timing.
@@ -49,6 +52,7 @@ const (
 	directoryPush = 2 * time.Second  // changes of the directory are pushed this often
 	directoryFull = 30 * time.Second // and the whole directory this often regardless
 	maxSessionMsg = 256 << 20        // the largest request or answer of the exchange
+	slowClaim     = time.Second      // a claim that takes longer is logged, with its steps
 	// liveSilence is how long a member whose link is up may have sent
 	// nothing before a CONNECT stops waiting for it as if it were down:
 	// the link pings every linkPingEvery, and a live peer answers at
@@ -112,10 +116,9 @@ type Sessions struct {
 
 	claims, tookOver, exported, imported, fromDirectory, returned, returnFailed, fromCopies, takenBack atomic.Uint64
 
-	lmu      sync.Mutex       // guards lends, lendSeq; taken after mu, never with it held the other way
-	lends    map[string]*lend // client → its session lent to another node
-	lendSeq  uint64
-	linkSeen map[string]uint64 // member → its link's connects when last exchanged (WatchLinks' goroutine only)
+	lmu     sync.Mutex       // guards lends, lendSeq; taken after mu, never with it held the other way
+	lends   map[string]*lend // client → its session lent to another node
+	lendSeq uint64
 
 	wake chan struct{} // (capacity 1) a change to push
 }
@@ -141,7 +144,7 @@ func (p *Plane) NewSessions(opts SessionOptions) *Sessions {
 	}
 	s := &Sessions{p: p, opts: opts, log: p.log.With("component", "sessions"), since: map[string]int64{},
 		dir: map[string]map[string]dirEntry{}, heard: map[string]time.Time{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true,
-		lends: map[string]*lend{}, linkSeen: map[string]uint64{}}
+		lends: map[string]*lend{}}
 	s.loadSince()
 	return s
 }
@@ -258,7 +261,9 @@ func (s *Sessions) ClaimSession(info *broker.ConnInfo, cleanStart bool, expiry u
 	// Lent by this node and not confirmed yet: it is here again whole; the
 	// borrower hands over what it imported (some of it twice).
 	s.takeBack(client, "the client connected here again")
+	start := time.Now()
 	replies := s.askAll(members, SessionsTakeoverPath, sessionReq{Client: client, Clean: cleanStart})
+	asked := time.Since(start)
 	if cleanStart {
 		s.forget(client)
 		if expiry > 0 {
@@ -281,14 +286,21 @@ func (s *Sessions) ClaimSession(info *broker.ConnInfo, cleanStart bool, expiry u
 	// The newest holder's messages go last: each import goes ahead of
 	// what the session holds here.
 	slices.SortFunc(holders, func(a, b string) int { return -cmpInt64(replies[a].Since, replies[b].Since) })
+	var announced time.Duration
+	defer func() {
+		if took := time.Since(start); took > slowClaim {
+			s.log.Info("a session claim was slow", "client", client, "took", took, "takeover", asked, "announce", announced,
+				"answered", len(answered), "members", len(members))
+		}
+	}()
 	if len(holders) > 0 {
-		s.claimFrom(client, holders, replies)
+		announced = s.claimFrom(client, holders, replies)
 	} else if e, node, ok := s.lookup(client, answered); ok {
 		// Its holder is down: the subscriptions are known; the messages
 		// follow when it returns (it sees this node's newer claim).
 		st := &broker.SessionState{ClientID: client, Expiry: e.Expiry, Subscriptions: e.Subs}
 		if err := s.opts.Broker.ImportSession(st); err == nil {
-			s.announce(st.Subscriptions)
+			announced = s.announce(st.Subscriptions)
 			s.fromDirectory.Add(1)
 			n := s.redeliverFromCopies(client, e, s.heardFrom(node))
 			s.fromCopies.Add(uint64(n))
@@ -302,8 +314,9 @@ func (s *Sessions) ClaimSession(info *broker.ConnInfo, cleanStart bool, expiry u
 }
 
 // claimFrom takes client's session from holders: subscriptions first,
-// announced to every peer, then each holder's messages.
-func (s *Sessions) claimFrom(client string, holders []string, replies map[string]sessionReply) {
+// announced to every peer, then each holder's messages. It returns how
+// long the announcement took.
+func (s *Sessions) claimFrom(client string, holders []string, replies map[string]sessionReply) time.Duration {
 	var subs []broker.SubscriptionRecord
 	for _, h := range holders {
 		r := replies[h]
@@ -313,11 +326,11 @@ func (s *Sessions) claimFrom(client string, holders []string, replies map[string
 		st := &broker.SessionState{ClientID: client, Expiry: r.State.Expiry, Subscriptions: r.State.Subs}
 		if err := s.opts.Broker.ImportSession(st); err != nil {
 			s.log.Warn("session claim refused", "client", client, "err", err)
-			return
+			return 0
 		}
 		subs = append(subs, r.State.Subs...)
 	}
-	s.announce(subs)
+	announced := s.announce(subs)
 	for _, h := range holders {
 		// The holder flushes its peers' streams first (flushWait) and
 		// waits for its own quorum writes.
@@ -333,11 +346,14 @@ func (s *Sessions) claimFrom(client string, holders []string, replies map[string
 			s.pull(h, client, r)
 		}
 	}
+	return announced
 }
 
 // announce tells every peer whose link is up about the filters (as a
-// SUBSCRIBE does) and waits for their confirmation, at most ackWait.
-func (s *Sessions) announce(subs []broker.SubscriptionRecord) {
+// SUBSCRIBE does) and waits for their confirmation, at most ackWait; it
+// returns how long it waited.
+func (s *Sessions) announce(subs []broker.SubscriptionRecord) time.Duration {
+	start := time.Now()
 	filters := make([]string, 0, len(subs))
 	for _, r := range subs {
 		filters = append(filters, r.Filter)
@@ -346,6 +362,7 @@ func (s *Sessions) announce(subs []broker.SubscriptionRecord) {
 	if s.p.SubscriptionsAdded(filters, func() { close(done) }) {
 		<-done // SubscriptionsAdded calls it once, within ackWait
 	}
+	return time.Since(start)
 }
 
 // askAll posts req to every member at once and returns the answers of
@@ -358,12 +375,10 @@ func (s *Sessions) askAll(members []string, path string, req sessionReq) map[str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A member whose link is down, or silent (frozen), is most
+			// likely down: a CONNECT does not wait long for it.
 			var r sessionReply
-			wait := claimWait
-			if !s.linkUp(m) {
-				wait = downWait // most likely down: a CONNECT does not wait long for it
-			}
-			if err := s.postWithin(wait, m, path, req, &r); err != nil {
+			if err := s.postLive(claimWait, m, path, req, &r); err != nil {
 				s.p.warn("sessions-"+m, "a member did not answer a session claim", fmt.Errorf("%s: %w", m, err))
 				return
 			}
@@ -374,14 +389,6 @@ func (s *Sessions) askAll(members []string, path string, req sessionReq) map[str
 	}
 	wg.Wait()
 	return out
-}
-
-// linkUp reports whether this node's link to member is connected.
-func (s *Sessions) linkUp(member string) bool {
-	s.p.mu.RLock()
-	defer s.p.mu.RUnlock()
-	l := s.p.links[member]
-	return l != nil && l.connected.Load()
 }
 
 // serveTakeover closes this node's connection of the client and reports
@@ -406,12 +413,14 @@ func (s *Sessions) serveTakeover(req *sessionReq) sessionReply {
 		State: &wireState{Client: st.ClientID, Expiry: st.Expiry, Subs: st.Subscriptions}}
 }
 
-// flushAll asks every member whose link is up to flush its stream to this
-// node, and waits for their answers.
+// flushAll asks every member whose link is up and live to flush its
+// stream to this node, and waits for their answers (not for one that
+// turns silent meanwhile: a frozen member cannot flush, as one whose link
+// is down cannot).
 func (s *Sessions) flushAll() {
 	var up []string
 	for _, m := range s.opts.Members() {
-		if s.linkUp(m) {
+		if s.live(m) {
 			up = append(up, m)
 		}
 	}
@@ -421,7 +430,7 @@ func (s *Sessions) flushAll() {
 		go func() {
 			defer wg.Done()
 			var r sessionReply
-			err := s.postWithin(flushWait+claimWait, m, SessionsFlushPath, sessionReq{}, &r)
+			err := s.postLive(flushWait+claimWait, m, SessionsFlushPath, sessionReq{}, &r)
 			if err == nil && !r.Held {
 				err = errors.New("not confirmed in time")
 			}

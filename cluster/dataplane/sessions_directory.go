@@ -236,6 +236,8 @@ func sessionLimits(path string) (request, reply int64) {
 		return smallSessionMsg, maxSessionMsg
 	case SessionsDirectoryPath:
 		return directorySessionMsg, smallSessionMsg
+	case SessionsDirectorySyncPath:
+		return directorySessionMsg, directorySessionMsg
 	}
 	return smallSessionMsg, smallSessionMsg
 }
@@ -256,7 +258,7 @@ func (s *Sessions) Handler() http.Handler {
 		enc.Encode(s.Status())
 	})
 	for _, path := range []string{SessionsTakeoverPath, SessionsExportPath, SessionsHandoverPath, SessionsDirectoryPath,
-		SessionsFlushPath, SessionsPartPath, SessionsDonePath} {
+		SessionsFlushPath, SessionsPartPath, SessionsDonePath, SessionsDirectorySyncPath} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, path) })
 	}
 	return mux
@@ -303,6 +305,8 @@ func (s *Sessions) serve(w http.ResponseWriter, r *http.Request, path string) {
 		reply = s.servePart(&req)
 	case SessionsDonePath:
 		reply = s.serveDone(&req)
+	case SessionsDirectorySyncPath:
+		reply = s.serveDirectorySync(&req)
 	}
 	data, _ := json.Marshal(reply)
 	s.p.requests.WriteReply(w, http.StatusOK, signed, data)
