@@ -41,7 +41,17 @@
 // (Persist is called under session.mu and never blocks on I/O). The
 // subscription tree and the retained index have their own read-write
 // locks and are never held while another lock is taken, as is the
-// deferred stack's mutex. No lock is held during network I/O.
+// deferred stack's mutex, a store ticket's and the peer resends' (resend.go).
+// No lock is held during network I/O.
+//
+// # A failed write
+//
+// A queued delivery whose write failed is taken back from its session's
+// queue when its publisher sends the message again, a client refused with
+// 0x80 or a peer node that got no confirmation (durable.go, entryWrite):
+// the session then holds the message once, from the attempt that was
+// written. A peer's resend names the same record (Message.Record) and
+// reaches only the sessions that took theirs back (resend.go).
 //
 // # Sessions between nodes
 //

@@ -66,8 +66,26 @@ func (sess *session) saveLocked(disconnectedAt int64, done func(error)) bool {
 // since the persister calls done in submission order, every write's
 // outcome is recorded by the time the barrier's done runs.
 type storeTicket struct {
-	mu  sync.Mutex // guards err
-	err error      // first failure
+	mu        sync.Mutex // guards err and withdrawn
+	err       error      // first failure
+	withdrawn []*session // sessions that took their delivery back (entryWrite)
+}
+
+// withdrew records that sess took its delivery of the message back.
+func (t *storeTicket) withdrew(sess *session) {
+	t.mu.Lock()
+	t.withdrawn = append(t.withdrawn, sess)
+	t.mu.Unlock()
+}
+
+// withdrawnSessions returns the sessions that took their delivery back.
+func (t *storeTicket) withdrawnSessions() []*session {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.withdrawn
 }
 
 // record is the done of each write of the message.
@@ -161,15 +179,15 @@ type entryWrite struct {
 //
 // A delivery already taken for sending (its session was online) is not
 // withdrawn: its client has it, and it stays in flight until the client
-// acknowledges it.
+// acknowledges it; a peer's resend skips that session (peerResends).
 //
 // done runs on the store's goroutine, before the barrier that answers the
 // publisher (the store calls back in submission order): the delivery is
 // gone from the queue before its publisher can send it again.
 func (w *entryWrite) done(err error) {
 	w.t.record(err)
-	if err != nil {
-		w.sess.withdrawUnstored(w.entry)
+	if err != nil && w.sess.withdrawUnstored(w.entry) {
+		w.t.withdrew(w.sess) // a peer's resend goes to this session (peerResends)
 	}
 }
 

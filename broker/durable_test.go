@@ -971,8 +971,8 @@ func TestDurableStoreWriteFailureResend(t *testing.T) {
 
 				fp.failNext()
 				if from == "peer" {
-					deliverPeer(t, n.srv, topic, "once", errInjected)
-					deliverPeer(t, n.srv, topic, "once", nil) // the peer's resend
+					waitAnswer(t, deliverPeer(t, n.srv, peerMsg(topic, "once", 7)), errInjected)
+					waitAnswer(t, deliverPeer(t, n.srv, peerMsg(topic, "once", 7)), nil) // the peer's resend
 				} else {
 					publishAgainAfterRefusal(t, n, topic, "once")
 				}
@@ -1000,15 +1000,26 @@ func TestDurableStoreWriteFailureResend(t *testing.T) {
 	}
 }
 
-// deliverPeer routes a QoS 2 message from a peer node as the data plane
-// does and waits for the store's answer, which must match want.
-func deliverPeer(t *testing.T, srv *broker.Server, topic, payload string, want error) {
+// peerMsg is a QoS 2 message from peer node-2, record seq of its stream.
+func peerMsg(topic, payload string, seq uint64) *broker.Message {
+	return &broker.Message{Topic: topic, Payload: []byte(payload), QoS: 2, Origin: broker.OriginPeer, ClientID: "node-2",
+		Record: broker.PeerRecord{Node: "node-2", Boot: 1, Seq: seq}}
+}
+
+// deliverPeer routes messages from a peer node as the data plane does;
+// the store's answer comes on the channel.
+func deliverPeer(t *testing.T, srv *broker.Server, ms ...*broker.Message) <-chan error {
 	t.Helper()
-	m := &broker.Message{Topic: topic, Payload: []byte(payload), QoS: 2, Origin: broker.OriginPeer, ClientID: "node-2"}
 	answer := make(chan error, 1)
-	if !srv.DeliverBatch([]*broker.Message{m}, func(err error) { answer <- err }) {
+	if !srv.DeliverBatch(ms, func(err error) { answer <- err }) {
 		t.Fatal("DeliverBatch stored nothing for a persistent session")
 	}
+	return answer
+}
+
+// waitAnswer waits for DeliverBatch's answer, which must match want.
+func waitAnswer(t *testing.T, answer <-chan error, want error) {
+	t.Helper()
 	select {
 	case err := <-answer:
 		if !errors.Is(err, want) {
@@ -1016,6 +1027,113 @@ func deliverPeer(t *testing.T, srv *broker.Server, topic, payload string, want e
 		}
 	case <-time.After(waitTimeout):
 		t.Fatal("DeliverBatch did not answer")
+	}
+}
+
+// fullDiskPersister is the real store behind two switches: while holding,
+// calls wait (in order); while full, every call writes nothing and its
+// done gets errInjected, as on a full disk.
+type fullDiskPersister struct {
+	*store.Store
+
+	mu            sync.Mutex // guards the fields below; held while forwarding, so that calls keep their order
+	holding, full bool
+	held          []heldCall
+}
+
+func (f *fullDiskPersister) Persist(ops []broker.PersistOp, done func(error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.holding {
+		f.held = append(f.held, heldCall{append([]broker.PersistOp(nil), ops...), done})
+		return
+	}
+	f.forward(ops, done)
+}
+
+func (f *fullDiskPersister) forward(ops []broker.PersistOp, done func(error)) {
+	if f.full {
+		f.Store.Persist(nil, failWith(done))
+		return
+	}
+	f.Store.Persist(ops, done)
+}
+
+// set switches; the calls held so far go on once holding is off.
+func (f *fullDiskPersister) set(holding, full bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.holding, f.full = holding, full
+	if !holding {
+		for _, c := range f.held {
+			f.forward(c.ops, c.done)
+		}
+		f.held = nil
+	}
+}
+
+// A peer's message whose writes failed reaches, when the peer resends it,
+// only the sessions that took their delivery back: not a connected
+// persistent subscriber that was sent it before its write failed, nor a
+// connected subscriber without a session to store, nor anyone for a
+// message of the same batch that failed only because the other did (the
+// data plane confirms a frame as a whole, and the peer resends it
+// whole). The offline persistent subscriber gets it once, on its return.
+func TestDurableStoreWriteFailurePeerResendOnlyWhereOwed(t *testing.T) {
+	t.Parallel()
+	for _, p := range durProtos {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var fp *fullDiskPersister
+			n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
+				fp = &fullDiskPersister{Store: st}
+				return fp
+			})
+			topic, other := "wo/"+p.name+"/t", "wo/"+p.name+"/other"
+			offID := "wo-off-" + p.name
+			off := p.persistent(t, n.addr, offID, true)
+			off.subscribe(t, topic, 2)
+			off.close()
+			n.connections(0)
+			online := p.persistent(t, n.addr, "wo-on-"+p.name, true)
+			online.subscribe(t, topic, 2)
+			clean := p.clean(t, n.addr, "wo-clean-"+p.name)
+			clean.subscribe(t, topic, 2)
+			clean.subscribe(t, other, 2)
+
+			// The writes wait while the connected subscribers are sent the
+			// messages, then fail: the disk is full.
+			fp.set(true, false)
+			answer := deliverPeer(t, n.srv, peerMsg(topic, "m1", 1), peerMsg(other, "m2", 2))
+			durExpect(t, online.next(t), topic, "m1", 2)
+			seen := map[string]bool{}
+			for range 2 {
+				seen[clean.next(t).payload] = true
+			}
+			if !seen["m1"] || !seen["m2"] {
+				t.Fatalf("the clean subscriber got %v, want m1 and m2", seen)
+			}
+			fp.set(false, true)
+			waitAnswer(t, answer, errInjected)
+			if got := n.srv.Stats().StoreWithdrawn.Load(); got != 1 {
+				t.Fatalf("StoreWithdrawn = %d, want 1 (the offline session's; the online one was sent it)", got)
+			}
+
+			// Room again; the peer resends the frame.
+			fp.set(false, false)
+			waitAnswer(t, deliverPeer(t, n.srv, peerMsg(topic, "m1", 1), peerMsg(other, "m2", 2)), nil)
+			online.none(t)
+			clean.none(t)
+			off = p.persistent(t, n.addr, offID, false)
+			durExpect(t, off.next(t), topic, "m1", 2)
+			off.none(t)
+
+			// A new message with the same content is not a resend.
+			waitAnswer(t, deliverPeer(t, n.srv, peerMsg(topic, "m1", 3)), nil)
+			durExpect(t, online.next(t), topic, "m1", 2)
+			durExpect(t, clean.next(t), topic, "m1", 2)
+			durExpect(t, off.next(t), topic, "m1", 2)
+		})
 	}
 }
 

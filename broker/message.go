@@ -69,6 +69,10 @@ type Message struct {
 	// each message on one node only, which the publisher's node chose.
 	// The message skips every other shared subscription here.
 	PeerGroups []string
+	// Record names a message from a peer node by its record in its
+	// origin's stream (zero when not set), so that the peer's resend after
+	// a failed write is recognised (DeliverBatch).
+	Record PeerRecord
 
 	// slab is the pooled buffer that holds Payload, nil when Payload is
 	// an ordinary allocation (see acquire).

@@ -138,11 +138,23 @@ func (s *Server) Deliver(m *Message) {
 // first failure. When it returns false nothing waits and done is never
 // called. The data plane confirms a reliable frame to its sender only
 // after that.
+//
+// A message that names its record (PeerRecord) is recognised when it
+// comes again after a failed answer (its sender resends what was not
+// confirmed): it then reaches only the sessions that took their delivery
+// back when their write failed, not those that hold it (see peerResends).
 func (s *Server) DeliverBatch(ms []*Message, done func(error)) bool {
 	var tickets []*storeTicket
+	var routed []routedPeer
 	persisted := false
 	for _, m := range ms {
 		p, t, _ := s.route(m)
+		if m.Record != (PeerRecord{}) {
+			if routed == nil {
+				routed = make([]routedPeer, 0, len(ms))
+			}
+			routed = append(routed, routedPeer{rec: m.Record, t: t})
+		}
 		if p {
 			persisted = true
 			if t != nil {
@@ -150,7 +162,16 @@ func (s *Server) DeliverBatch(ms []*Message, done func(error)) bool {
 			}
 		}
 	}
-	return persisted && s.afterStored(tickets, done)
+	if !persisted {
+		return false
+	}
+	return s.afterStored(tickets, func(err error) {
+		if err != nil {
+			// Before done: the sender resends only once it learnt.
+			s.noteResends(routed)
+		}
+		done(err)
+	})
 }
 
 // afterStored calls done, from the store's goroutine, once everything
@@ -201,6 +222,11 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 		return persisted, t, nil
 	}
 	r.collect(m, s.reader)
+	if m.Origin == OriginPeer {
+		if owed, ok := s.resends.take(m.Record); ok {
+			r.targets = onlyOwed(r.targets, owed) // a resend after a failed write
+		}
+	}
 	if via != nil {
 		via.noTargets = len(r.targets) == 0
 	}

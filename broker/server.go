@@ -22,6 +22,9 @@ type Server struct {
 	subs     *topic.Tree[*session]
 	retained RetainedStore
 	persist  Persister // nil: state lives in memory only
+	// resends are the peer messages whose routing had a failed write:
+	// whom their resend is owed to (resend.go).
+	resends peerResends
 
 	auth  Authenticator
 	authz Authorizer

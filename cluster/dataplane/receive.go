@@ -357,6 +357,15 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			continue
 		}
 		d.Msg.PeerGroups = rec.Groups
+		if seq != 0 {
+			// Named, so that the broker recognises this record's resend
+			// after a failed write (DeliverBatch): it is the sender's or,
+			// for a replay, its origin's.
+			d.Msg.Record = broker.PeerRecord{Node: h.Sender, Boot: h.Boot, Seq: seq}
+			if rp := &rec.Rep; rp.Origin != "" {
+				d.Msg.Record = broker.PeerRecord{Node: rp.Origin, Boot: rp.OriginBoot, Seq: rp.OriginSeq}
+			}
+		}
 		switch p.prepare(&d) {
 		case toStore:
 			retain = append(retain, d.Msg)
@@ -580,6 +589,7 @@ func (p *Plane) releasable(hs []heldRec) ([]*broker.Message, []uint64) {
 			continue
 		}
 		d.Msg.PeerGroups = h.groups
+		d.Msg.Record = broker.PeerRecord{Node: h.id.origin, Boot: h.id.boot, Seq: h.id.seq} // released again after a failed delivery: recognised
 		if p.prepare(&d) == toDeliver {
 			batch = append(batch, d.Msg)
 			seqs = append(seqs, h.id.seq)

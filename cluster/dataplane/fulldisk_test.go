@@ -1,0 +1,235 @@
+package dataplane
+
+// A full disk on the receiving node: the local broker's store fails the
+// writes of a peer's records for an offline persistent session, the node
+// does not confirm them, and the peer sends them again. Each subscriber
+// must get each QoS 2 message once: the offline one on its return (from
+// the resend, written once the disk has room), a connected one that had
+// it from the first delivery not again.
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gantry/broker"
+	brokerstore "gantry/broker/store"
+	"gantry/cluster/partition"
+	"gantry/cluster/wire"
+
+	"github.com/eclipse/paho.golang/paho"
+)
+
+// fullDiskStore is the broker's real store behind a switch: while full,
+// every call writes nothing and its done gets errDiskFull.
+type fullDiskStore struct {
+	*brokerstore.Store
+	full atomic.Bool
+	mu   sync.Mutex // held while forwarding, so that calls keep their order
+}
+
+var errDiskFull = errors.New("no space left on device (injected)")
+
+func (f *fullDiskStore) Persist(ops []broker.PersistOp, done func(error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.full.Load() {
+		f.Store.Persist(ops, done)
+		return
+	}
+	var fail func(error)
+	if done != nil {
+		fail = func(error) { done(errDiskFull) }
+	}
+	f.Store.Persist(nil, fail)
+}
+
+// fullDiskBroker is a real broker on a store in t.TempDir(), serving
+// anonymous MQTT on a loopback port.
+func fullDiskBroker(t *testing.T) (*broker.Server, *fullDiskStore, string) {
+	t.Helper()
+	st, err := brokerstore.Open(filepath.Join(t.TempDir(), "gantry.db"), brokerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := broker.New(broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := &fullDiskStore{Store: st}
+	srv.SetPersister(fd)
+	if err := srv.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l, broker.ListenerConfig{Name: "tcp", AllowAnonymous: true})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		st.Close()
+	})
+	return srv, fd, l.Addr().String()
+}
+
+// mqttSub is a paho MQTT 5 client subscribed to a filter at QoS 2.
+type mqttSub struct {
+	*paho.Client
+	msgs chan *paho.Publish
+}
+
+func subscribeQoS2(t *testing.T, addr, id string, expiry uint32, fresh bool, filter string) *mqttSub {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &mqttSub{msgs: make(chan *paho.Publish, 64)}
+	s.Client = paho.NewClient(paho.ClientConfig{Conn: nc, OnPublishReceived: []func(paho.PublishReceived) (bool, error){
+		func(pr paho.PublishReceived) (bool, error) { s.msgs <- pr.Packet; return true, nil },
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cp := &paho.Connect{ClientID: id, CleanStart: fresh, KeepAlive: 30}
+	if expiry > 0 {
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
+	}
+	if _, err := s.Connect(ctx, cp); err != nil {
+		t.Fatalf("connect %s: %v", id, err)
+	}
+	t.Cleanup(s.close)
+	if fresh {
+		if _, err := s.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 2}}}); err != nil {
+			t.Fatalf("subscribe %s: %v", id, err)
+		}
+	}
+	return s
+}
+
+func (s *mqttSub) close() {
+	s.Disconnect(&paho.Disconnect{})
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// exactly fails unless the subscriber receives want, in order, and then
+// nothing for 300 ms (a bounded wait: proving absence).
+func (s *mqttSub) exactly(t *testing.T, who string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		select {
+		case m := <-s.msgs:
+			if string(m.Payload) != w || m.QoS != 2 {
+				t.Fatalf("%s got %q QoS %d, want %q QoS 2", who, m.Payload, m.QoS, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not get %q", who, w)
+		}
+	}
+	select {
+	case m := <-s.msgs:
+		t.Fatalf("%s got %q again (QoS %d): delivered twice", who, m.Payload, m.QoS)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// peerFrame is a frame of sender "a" (boot 1) with its decisions and QoS 2
+// records on topic fd/t numbered from first; held makes them partition
+// copies whose delivery waits for the decision (Copy, Decide).
+func peerFrame(p *Plane, decided uint64, held bool, first uint64, payloads ...string) *broker.Message {
+	f := wire.AppendHeaderDecided(nil, "a", 1, decided, nil)
+	for i, pl := range payloads {
+		msg := wire.AppendMessage(nil, &broker.Message{Topic: "fd/t", Payload: []byte(pl), QoS: 2, ClientID: "pub"})
+		var rep *wire.Rep
+		if held {
+			rep = &wire.Rep{Copy: true, Partition: 0, Epoch: 1, Decide: true}
+		}
+		f = wire.AppendRecordRep(f, first+uint64(i), msg, nil, rep)
+	}
+	time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
+	return &broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1, Payload: p.opts.Signer.Sign(f)}
+}
+
+// answer receives m and returns the frame's answer.
+func answer(t *testing.T, p *Plane, m *broker.Message) error {
+	t.Helper()
+	r := make(chanResolver, 1)
+	err := p.receive(m, r)
+	if err == broker.ErrDeferred {
+		select {
+		case err = <-r:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the frame was not answered")
+		}
+	}
+	return err
+}
+
+func TestFullDiskPeerRecordsDeliveredOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		held bool // copies of a partition, delivered on their origin's decision
+	}{
+		{"delivered at once", false},
+		{"held copies released", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, fd, addr := fullDiskBroker(t)
+			opts := Options{NodeName: "b", Username: "cluster", Broker: srv, BestEffort: true, Reliable: true,
+				ForwardQueueEntries: 8192, DataDir: t.TempDir()}
+			if tc.held {
+				opts.Replication = &Replication{Gate: true, Timeout: time.Minute}
+			}
+			p, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			if tc.held {
+				p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1}}})
+			}
+			off := subscribeQoS2(t, addr, "fd-off", 3600, true, "fd/#")
+			off.close()
+			eventuallyT(t, func() bool { return srv.Stats().Connections.Load() == 0 })
+			online := subscribeQoS2(t, addr, "fd-online", 0, true, "fd/#")
+
+			fd.full.Store(true)
+			frame := func() *broker.Message { return peerFrame(p, 0, false, 1, "m1", "m2") }
+			if tc.held {
+				frame = func() *broker.Message { return peerFrame(p, 2, false, 0) } // the decisions alone
+				if err := answer(t, p, peerFrame(p, 0, true, 1, "m1", "m2")); err != nil {
+					t.Fatalf("the copies answered %v (the copy log is not on the full disk here)", err)
+				}
+			}
+			if err := answer(t, p, frame()); err == nil {
+				t.Fatal("a frame whose writes failed was confirmed: the peer would drop what this node could not store")
+			}
+			online.exactly(t, "the connected subscriber", "m1", "m2")
+			if tc.held {
+				eventuallyT(t, func() bool { return p.recv.held.Load() == 2 }) // held again, for the next decision
+			} else {
+				s := p.recv.sender("a")
+				eventuallyT(t, func() bool { return s.seen.Load() == 0 }) // the resend is taken
+			}
+
+			// Room again; the peer sends the frame again.
+			fd.full.Store(false)
+			if err := answer(t, p, frame()); err != nil {
+				t.Fatalf("the resend answered %v", err)
+			}
+			online.exactly(t, "the connected subscriber, after the resend")
+			back := subscribeQoS2(t, addr, "fd-off", 3600, false, "fd/#")
+			back.exactly(t, "the persistent subscriber back", "m1", "m2")
+		})
+	}
+}
