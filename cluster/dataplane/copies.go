@@ -179,11 +179,13 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	return true
 }
 
-// addOne is add of one record: without a store it allocates nothing
-// beyond the log's growth.
-func (l *copyLog) addOne(p uint32, rec copyRec, done func(error)) bool {
+// addOne is add of one record, and returns its key too: without a store
+// it allocates nothing beyond the log's growth.
+func (l *copyLog) addOne(p uint32, rec copyRec, done func(error)) (uint64, bool) {
 	if l.store != nil {
-		return l.add(p, []copyRec{rec}, done)
+		recs := []copyRec{rec}
+		stored := l.add(p, recs, done)
+		return recs[0].key, stored
 	}
 	l.mu.Lock()
 	pc := l.part(p)
@@ -200,20 +202,22 @@ func (l *copyLog) addOne(p uint32, rec copyRec, done func(error)) bool {
 		pc.first += uint64(drop)
 	}
 	l.mu.Unlock()
-	return false
+	return rec.key, false
 }
 
 // records calls fn with partition p's records from key from on (0: the
 // oldest), in order, until fn returns false. fn only collects: without a
 // store it runs under copyLog.mu (no copy of the partition per call, which
 // a fill's chunks would make quadratic), with one inside a read of the
-// store; it must not call the copy log or wait.
-func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) bool) {
+// store; it must not call the copy log or wait. An error says the store
+// could not serve every record written (its log could not be applied):
+// the caller must not take what it got for the whole.
+func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) bool) error {
 	l.mu.Lock()
 	pc := l.parts[p]
 	if pc == nil {
 		l.mu.Unlock()
-		return
+		return nil
 	}
 	from = max(from, pc.first)
 	if l.store == nil {
@@ -223,13 +227,13 @@ func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) 
 				continue
 			}
 			if !fn(pc.first+i, pc.mem[i]) {
-				return
+				return nil
 			}
 		}
-		return
+		return nil
 	}
 	l.mu.Unlock()
-	l.store.rangeCopies(p, from, fn)
+	return l.store.rangeCopies(p, from, fn)
 }
 
 // dropRefused removes held records whose quorum write was refused from
@@ -358,9 +362,11 @@ func (s *store) copyRanges() map[uint32][2]uint64 {
 }
 
 // rangeCopies calls fn with partition p's stored records from key from.
-func (s *store) rangeCopies(p uint32, from uint64, fn func(key uint64, r copyRec) bool) {
-	s.settle()
-	s.db.View(func(tx *bolt.Tx) error {
+func (s *store) rangeCopies(p uint32, from uint64, fn func(key uint64, r copyRec) bool) error {
+	if err := s.settle(); err != nil {
+		return err
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketCopies).Cursor()
 		for k, v := c.Seek(copyKey(p, from)); k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == p; k, v = c.Next() {
 			r, ok := decodeCopy(v)
@@ -448,7 +454,7 @@ func (s *store) dropHeld(hs []heldRec, copies bool, done func(error)) {
 // had not delivered yet when it stopped, for want of a decision.
 func (s *store) loadHeld() []heldRec {
 	var out []heldRec
-	s.settle()
+	s.settle() // at start: nothing is waiting for a checkpoint yet
 	s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCopies)
 		return tx.Bucket(bucketHeld).ForEach(func(k, v []byte) error {
@@ -480,7 +486,7 @@ func putCopyKey(dst []byte, p uint32, key uint64) []byte {
 // identifier, sum and identity.
 func (s *store) qos2Copies(max int) map[uint32][]copyRec {
 	out := map[uint32][]copyRec{}
-	s.settle()
+	s.settle() // at open: nothing is waiting for a checkpoint yet
 	s.db.View(func(tx *bolt.Tx) error {
 		qb, cb := tx.Bucket(bucketQoS2), tx.Bucket(bucketCopies)
 		c := qb.Cursor()

@@ -163,7 +163,7 @@ func (p *Plane) fillFrom(part uint32, node string, from, end uint64, second bool
 	var msgs [][]byte
 	var topics []string
 	next := from
-	p.copies.records(part, from, func(key uint64, r copyRec) bool {
+	err := p.copies.records(part, from, func(key uint64, r copyRec) bool {
 		if key > end || len(batch) == fillChunk {
 			return false
 		}
@@ -176,6 +176,13 @@ func (p *Plane) fillFrom(part uint32, node string, from, end uint64, second bool
 		msgs, topics = append(msgs, r.msg), append(topics, d.Msg.Topic)
 		return true
 	})
+	if err != nil {
+		// The store cannot serve every record: not filled (a copy
+		// reported without them would be counted); the fill starts
+		// again after fillRetry.
+		p.warn("fill-"+node, "filling a new copy stopped: the copies cannot be read whole", err)
+		return
+	}
 	if len(batch) == 0 {
 		if !second {
 			p.fillFrom(part, node, max(next, end+1), p.copies.lastKey(part), true, run)
@@ -198,6 +205,10 @@ func (p *Plane) fillFrom(part uint32, node string, from, end uint64, second bool
 	}
 	p.appendPaced(es)
 }
+
+// unreadRetry is how long a replay waits when the store cannot serve the
+// copies whole (its log could not be applied to dataplane.db).
+const unreadRetry = time.Second
 
 // appendPaced appends records of a fill or a replay once the outbox has
 // room for them below half its bound (ReplicationForwardQueueEntries), so
@@ -256,13 +267,22 @@ func (p *Plane) replayLost(lost string, m partition.Map) {
 		for from := uint64(0); p.ctx.Err() == nil; {
 			var chunk []copyRec
 			next := from
-			p.copies.records(uint32(i), from, func(key uint64, r copyRec) bool {
+			err := p.copies.records(uint32(i), from, func(key uint64, r copyRec) bool {
 				next = key + 1
 				if r.id.origin == lost && r.at >= since {
 					chunk = append(chunk, r)
 				}
 				return len(chunk) < fillChunk
 			})
+			if err != nil {
+				// Not served whole: this chunk again, later.
+				p.warn("replay-"+lost, "a failover replay waits: the copies cannot be read whole", err)
+				select {
+				case <-p.ctx.Done():
+				case <-time.After(unreadRetry):
+				}
+				continue
+			}
 			es := make([]entry, 0, len(chunk))
 			for _, r := range chunk {
 				d, err := wire.DecodeMessage(r.msg)

@@ -197,6 +197,7 @@ func New(opts Options) (*Plane, error) {
 			rep.CompactEvery = 50000
 		}
 		p.gate = &quorumGate{opts: *rep, started: time.Now(), wake: p.out.wakeAll, refuse: p.out.refuse}
+		p.gate.dropOwn = p.dropOwnCopy
 		p.copies = newCopyLog(rep.CompactEvery, p.store)
 		p.recv.replays.init(replayedMax)
 		if opts.Trace != nil {

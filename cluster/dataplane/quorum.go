@@ -80,6 +80,14 @@ type quorumWrite struct {
 	seq    atomic.Uint64
 	client string
 	topic  string
+
+	// own is the key of this node's own copy of the write (0: none, or
+	// not written yet), and pid and publisher name it in the QoS 2 index:
+	// a refused write leaves the copy (dropOwn), or a fill or replay would
+	// bring it back and a QoS 2 resend would be taken for it.
+	own       atomic.Uint64
+	pid       uint16
+	publisher string
 }
 
 // States of a quorum write.
@@ -109,6 +117,9 @@ func (q *quorumWrite) finish(err error, reason string) {
 		}
 	} else if !q.state.CompareAndSwap(qPending, qRefused) {
 		return
+	}
+	if err != nil && q.g.dropOwn != nil {
+		q.g.dropOwn(q)
 	}
 	if q.g.wake != nil {
 		q.g.wake() // peers that are not copies take it now, or pass it over
@@ -222,6 +233,9 @@ type quorumGate struct {
 	// refuse decides a write refused (outbox.refuse), so that the copies
 	// holding it learn it; set by New.
 	refuse func(*quorumWrite) bool
+	// dropOwn removes a refused write's own copy here (Plane.dropOwnCopy);
+	// set by New.
+	dropOwn func(*quorumWrite)
 	// fenced: no contact with the leader (Options.InContact), set by the sweep.
 	fenced atomic.Bool
 }
@@ -401,7 +415,7 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	var q *quorumWrite
 	if g.opts.Gate {
 		qr := &quorumRec{rep: repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID},
-			q: quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g}}
+			q: quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g, pid: m.PacketID, publisher: m.ClientID}}
 		rep, q = &qr.rep, &qr.q
 	} else {
 		rep = &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID}
@@ -443,14 +457,32 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		if q != nil {
 			done = onWrite // the same count: one durable write
 		}
-		if !p.copies.addOne(part, own, done) && q != nil {
-			q.ack() // in memory: kept already
+		key, stored := p.copies.addOne(part, own, done)
+		if q != nil {
+			q.own.Store(key)
+			if q.state.Load() == qRefused {
+				p.dropOwnCopy(q) // refused before its key was known
+			}
+			if !stored {
+				q.ack() // in memory: kept already
+			}
 		}
 	}
 	if q == nil && p.store == nil {
 		return nil // in memory and not gated: acknowledged now
 	}
 	return broker.ErrDeferred
+}
+
+// dropOwnCopy removes the own copy of a refused write q (twice is
+// harmless).
+func (p *Plane) dropOwnCopy(q *quorumWrite) {
+	key := q.own.Load()
+	if key == 0 {
+		return
+	}
+	id := copyID{origin: p.opts.NodeName, boot: p.boot, seq: q.seq.Load()}
+	p.copies.dropRefused([]heldRec{{id: id, part: q.partition, key: key, pid: q.pid, client: q.publisher}}, nil)
 }
 
 // resentQoS2 reports whether the copy of m's partition here holds m: the

@@ -161,3 +161,34 @@ func TestStopAnswersWaitingWrites(t *testing.T) {
 		t.Fatal("a write waiting at Stop is never answered")
 	}
 }
+
+// TestRefusedWriteLeavesOwnCopy: a QoS 2 write refused at its origin
+// (here its timeout), which is one of the partition's copies, leaves the
+// origin's copy and QoS 2 index: the publisher's resend (DUP, same packet
+// id) is a new publish, not taken for one accepted, and no fill or replay
+// brings the refused record back.
+func TestRefusedWriteLeavesOwnCopy(t *testing.T) {
+	rep := &Replication{Gate: true, Timeout: time.Minute}
+	p := reviewPlane(t, "a", "", 8192, rep, []string{"b", "c"}, partition.Assignment{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1})
+	defer p.Stop()
+	msg := func(dup bool) *broker.Message {
+		return &broker.Message{Topic: "t", Payload: []byte("m"), QoS: 2, PacketID: 5, Dup: dup, ClientID: "pub", Origin: broker.OriginClient}
+	}
+	r := make(chanResolver, 1)
+	if err := p.InterceptPublish(msg(false), r); err != broker.ErrDeferred {
+		t.Fatalf("publish: %v", err)
+	}
+	p.gate.sweep(time.Now().Add(2 * time.Minute))
+	if err := <-r; err == nil {
+		t.Fatal("acknowledged without a majority")
+	}
+	n := 0
+	p.copies.records(0, 0, func(uint64, copyRec) bool { n++; return true })
+	if n != 0 {
+		t.Fatalf("%d copies left of the refused write", n)
+	}
+	r2 := make(chanResolver, 1)
+	if err := p.InterceptPublish(msg(true), r2); err == broker.ErrDuplicate {
+		t.Fatal("the resend of a refused QoS 2 publish was taken for one accepted")
+	}
+}

@@ -53,14 +53,16 @@ type store struct {
 	copiesGone     [][]byte // keys of the copies bucket to delete (refused)
 	leaseTo        uint64
 	closed         bool
-	settles        []chan struct{} // readers waiting for every logged write to be in bbolt
+	settles        []chan error // readers waiting for every logged write to be in bbolt
 	kick           chan struct{}
 	stopped        chan struct{}
 
 	// The write-ahead log (storelog.go); the writer goroutine's own.
 	log     segLog
 	frames  frame           // the frames logged since the last checkpoint started, in order
-	waiting []chan struct{} // settles the next checkpoint answers
+	waiting []chan error    // settles the next checkpoint answers
+	retryAt time.Time       // a checkpoint failed: the next try (zero: none failed)
+	lastErr error           // why it failed
 	busy    bool            // a checkpoint runs
 	ckpt    chan ckptResult // a finished checkpoint
 	scratch []byte          // an encoded copy or held key
@@ -73,7 +75,7 @@ type store struct {
 // when err is set) and the readers it answers.
 type ckptResult struct {
 	frames  []byte
-	waiters []chan struct{}
+	waiters []chan error
 	err     error
 }
 
@@ -296,84 +298,146 @@ func (s *store) putReceived(sender string, boot, seq uint64) {
 	s.queue(func() { s.inbox[sender] = [2]uint64{boot, seq} })
 }
 
+// Checkpoint failures: the next try waits ckptRetry; beyond maxUnapplied
+// of frames not in bbolt the writer logs nothing more (its callers wait,
+// and a publish times out with 0x97) until a checkpoint makes room, so
+// that a disk bbolt cannot write to does not grow the memory without
+// bound.
+const (
+	ckptRetry    = time.Second
+	maxUnapplied = 8 * checkpointBytes
+)
+
+// errNotApplied answers a read that waited for the log while bbolt
+// refused it: the read would miss acknowledged writes.
+var errNotApplied = errors.New("dataplane: the store's log could not be applied to dataplane.db")
+
 // run logs the queued writes in groups, and starts the checkpoints,
 // until close.
 func (s *store) run() {
 	defer close(s.stopped)
+	var retry *time.Timer
 	for {
-		select {
-		case <-s.kick:
-		case r := <-s.ckpt:
-			s.checkpointed(r)
+		var retryC <-chan time.Time
+		if !s.retryAt.IsZero() && !s.busy {
+			if retry == nil {
+				retry = time.NewTimer(time.Until(s.retryAt))
+			} else {
+				retry.Reset(time.Until(s.retryAt))
+			}
+			retryC = retry.C
 		}
 		s.mu.Lock()
-		records, dones, trimTo, cursors, inbox, versions, closed := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.versions, s.closed
-		copies, leaseTo, heldGone, copiesGone := s.copies, s.leaseTo, s.heldGone, s.copiesGone
-		s.records, s.dones, s.copies, s.leaseTo, s.heldGone, s.copiesGone = nil, nil, nil, 0, nil, nil
+		full := !s.closed && len(s.frames.b) >= maxUnapplied // closing, what waits is logged all the same
+		s.mu.Unlock()
+		kick := s.kick
+		if full {
+			kick = nil // no new writes until a checkpoint makes room
+		}
+		select {
+		case <-kick:
+		case r := <-s.ckpt:
+			s.checkpointed(r)
+		case <-retryC:
+			s.retryAt = time.Time{}
+		}
+		if retry != nil && !retry.Stop() {
+			select {
+			case <-retry.C:
+			default:
+			}
+		}
+		s.mu.Lock()
+		closed := s.closed
 		s.waiting = append(s.waiting, s.settles...)
 		s.settles = nil
-		// A map taken is replaced; an empty one stays, and is not read
-		// outside the lock (its writers go on filling it).
-		if len(cursors) > 0 {
-			s.pendingCursors = map[string]uint64{}
-		} else {
-			cursors = nil
-		}
-		if len(inbox) > 0 {
-			s.inbox = map[string][2]uint64{}
-		} else {
-			inbox = nil
-		}
-		if len(versions) > 0 {
-			s.versions = map[string]wire.Version{}
-		} else {
-			versions = nil
-		}
-		s.mu.Unlock()
-		if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 ||
-			len(dones) > 0 || leaseTo > 0 || len(heldGone) > 0 || len(copiesGone) > 0 {
-			start := s.frames.begin()
-			s.encodeGroup(records, trimTo, cursors, inbox, copies, heldGone, copiesGone, leaseTo, versions)
-			err := s.log.append(s.frames.end(start))
-			if err != nil {
-				s.frames.b = s.frames.b[:start] // not on disk: not in bbolt either
+		if !full {
+			records, dones, trimTo, cursors, inbox, versions := s.records, s.dones, s.trimTo, s.pendingCursors, s.inbox, s.versions
+			copies, leaseTo, heldGone, copiesGone := s.copies, s.leaseTo, s.heldGone, s.copiesGone
+			s.records, s.dones, s.copies, s.leaseTo, s.heldGone, s.copiesGone = nil, nil, nil, 0, nil, nil
+			// A map taken is replaced; an empty one stays, and is not read
+			// outside the lock (its writers go on filling it).
+			if len(cursors) > 0 {
+				s.pendingCursors = map[string]uint64{}
+			} else {
+				cursors = nil
 			}
-			for _, d := range dones {
-				d(err)
+			if len(inbox) > 0 {
+				s.inbox = map[string][2]uint64{}
+			} else {
+				inbox = nil
 			}
+			if len(versions) > 0 {
+				s.versions = map[string]wire.Version{}
+			} else {
+				versions = nil
+			}
+			s.mu.Unlock()
+			if len(records) > 0 || len(cursors) > 0 || len(inbox) > 0 || len(versions) > 0 || trimTo > 0 || len(copies) > 0 ||
+				len(dones) > 0 || leaseTo > 0 || len(heldGone) > 0 || len(copiesGone) > 0 {
+				start := s.frames.begin()
+				s.encodeGroup(records, trimTo, cursors, inbox, copies, heldGone, copiesGone, leaseTo, versions)
+				err := s.log.append(s.frames.end(start))
+				if err != nil {
+					s.frames.b = s.frames.b[:start] // not on disk: not in bbolt either
+				}
+				for _, d := range dones {
+					d(err)
+				}
+			}
+		} else {
+			s.mu.Unlock()
 		}
 		if closed {
 			if s.busy {
 				s.checkpointed(<-s.ckpt)
 			}
+			if full {
+				s.kickSelf()
+				continue // what waits is logged on the next loop, which does not wait for room
+			}
 			s.log.rotate()
 			if len(s.frames.b) > 0 {
 				s.checkpointed(s.checkpoint(s.log.num, s.frames.b, nil))
 			}
-			for _, w := range s.waiting {
-				close(w)
-			}
+			s.answer(s.waiting, s.lastErr)
 			return
 		}
 		switch {
 		case s.busy:
+		case !s.retryAt.IsZero():
+			s.answer(s.waiting, s.lastErr) // bbolt refused the last checkpoint: the reads cannot be served whole
+			s.waiting = nil
 		case len(s.frames.b) >= checkpointBytes || len(s.waiting) > 0 && len(s.frames.b) > 0:
 			s.busy = true
 			last, frames, waiters := s.log.rotate(), s.frames.b, s.waiting
 			s.frames.b, s.waiting = make([]byte, 0, max(checkpointBytes+checkpointBytes/8, len(frames))), nil
 			go func() { s.ckpt <- s.checkpoint(last, frames, waiters) }()
 		case len(s.waiting) > 0:
-			for _, w := range s.waiting {
-				close(w) // nothing logged is missing from bbolt
-			}
+			s.answer(s.waiting, nil) // nothing logged is missing from bbolt
 			s.waiting = nil
 		}
 	}
 }
 
+// kickSelf makes the next loop of run go without waiting.
+func (s *store) kickSelf() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// answer tells waiting readers whether bbolt has every logged write.
+func (s *store) answer(waiters []chan error, err error) {
+	for _, w := range waiters {
+		w <- err // buffered
+	}
+}
+
 // checkpoint applies frames, the log up to segment last, to bbolt in one
 // transaction and deletes those segments.
-func (s *store) checkpoint(last uint64, frames []byte, waiters []chan struct{}) ckptResult {
+func (s *store) checkpoint(last uint64, frames []byte, waiters []chan error) ckptResult {
 	err := s.db.Update(func(tx *bolt.Tx) error { return applyFrames(tx, frames) })
 	if err == nil {
 		// A segment that stays is replayed again at the next open:
@@ -384,34 +448,36 @@ func (s *store) checkpoint(last uint64, frames []byte, waiters []chan struct{}) 
 }
 
 // checkpointed takes a checkpoint's outcome (writer goroutine): a failed
-// one's frames go back in front of the log's, to be applied with the next.
+// one's frames go back in front of the log's, to be applied with the
+// next try, ckptRetry later.
 func (s *store) checkpointed(r ckptResult) {
 	s.busy = false
 	if r.err != nil {
 		s.ckptFailures.Add(1)
 		s.frames.b = append(r.frames, s.frames.b...)
+		s.retryAt, s.lastErr = time.Now().Add(ckptRetry), fmt.Errorf("%w: %w", errNotApplied, r.err)
+		s.answer(r.waiters, s.lastErr)
+		return
 	}
-	for _, w := range r.waiters {
-		close(w) // after a failure the reader sees what bbolt has: it cannot wait for the disk
-	}
+	s.retryAt, s.lastErr = time.Time{}, nil
+	s.answer(r.waiters, nil)
 }
 
 // settle returns once every write logged so far is in bbolt, for a read
-// of it.
-func (s *store) settle() {
-	ch := make(chan struct{})
+// of it; an error when bbolt refused them (the read would miss some).
+// Never on the store's writer goroutine (a done callback): it would wait
+// for itself.
+func (s *store) settle() error {
+	ch := make(chan error, 1)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	s.settles = append(s.settles, ch)
 	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-	<-ch
+	s.kickSelf()
+	return <-ch
 }
 
 // encodeGroup appends one group commit's writes to the log as a frame's

@@ -3,12 +3,14 @@ package dataplane
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -380,4 +382,52 @@ func BenchmarkStoreLogCheckpoint(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/msgs, "ns/msg")
+}
+
+// TestStoreLogCheckpointFailure: while bbolt refuses checkpoints (here a
+// bucket gone, for a full disk or a map that cannot grow), a read of the
+// copies says it cannot be served whole instead of missing acknowledged
+// writes, the checkpoint is tried again at most once per ckptRetry, not
+// in a loop, and once bbolt takes it again the read is whole.
+func TestStoreLogCheckpointFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	l := newCopyLog(1<<20, st)
+	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketQoS2) }); err != nil {
+		t.Fatal(err)
+	}
+	rec := copyRec{id: copyID{origin: "o", boot: 1, seq: 1}, msg: []byte("m"), pid: 7, client: "c", sum: 1}
+	waitDone(t, func(done func(error)) { l.add(1, []copyRec{rec}, done) })
+	if err := l.records(1, 0, func(uint64, copyRec) bool { return true }); !errors.Is(err, errNotApplied) {
+		t.Fatalf("a read while bbolt refuses the checkpoint: %v, want errNotApplied", err)
+	}
+	start := time.Now()
+	for range 3 {
+		l.records(1, 0, func(uint64, copyRec) bool { return true })
+	}
+	if n := st.ckptFailures.Load(); n > 1+uint64(time.Since(start)/ckptRetry)+1 {
+		t.Fatalf("%d checkpoint failures within %v: retried in a loop", n, time.Since(start))
+	}
+	if err := st.db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucketQoS2); return err }); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	deadline := time.Now().Add(10 * ckptRetry)
+	for {
+		err := l.records(1, 0, func(uint64, copyRec) bool { n++; return true })
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the read still fails once bbolt takes the checkpoint: %v", err)
+		}
+		time.Sleep(ckptRetry / 10) // the retry is timed: nothing to wait on
+	}
+	if n != 1 {
+		t.Fatalf("%d copies read once the log was applied, want 1", n)
+	}
 }
