@@ -275,6 +275,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	var batchSeqs []uint64 // each batch message's number in the sender's stream
 	var copies map[uint32][]copyRec
 	var holds []holdRef // copies of this frame whose delivery waits for a decision
+	var replayed []copyID // replays this frame delivers: forgotten again if its writes fail
 	var maxSeq uint64
 	stale := false
 	now := time.Now().UnixNano()
@@ -343,6 +344,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 					continue
 				}
 				r.replays.add(id)
+				replayed = append(replayed, id)
 				p.trace.event(TraceEvent{Event: "replay", Client: d.Msg.ClientID, Topic: d.Msg.Topic, QoS: d.Msg.QoS,
 					Origin: id.origin, Seq: id.seq})
 			}
@@ -385,6 +387,9 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			s.written(boot, upTo, err)
 		}
 		if err != nil {
+			// The frame comes again: its replays are not delivered yet
+			// (the broker sends a resend only where the first failed).
+			r.replays.remove(replayed)
 			// Not under the store's goroutine: receive may hold s.mu while
 			// it waits for that goroutine.
 			go func() {
@@ -531,6 +536,21 @@ func (s *replaySet) has(id copyID) bool {
 	_, ok := s.ids[id]
 	s.mu.Unlock()
 	return ok
+}
+
+// remove forgets ids (their delivery failed). What they held in the
+// order goes with the oldest in time: at worst it forgets a later add of
+// the same id early, a duplicate, never a loss.
+func (s *replaySet) remove(ids []copyID) {
+	if len(ids) == 0 {
+		return
+	}
+	s.mu.Lock()
+	for _, id := range ids {
+		delete(s.ids, id)
+	}
+	s.n.Store(int32(len(s.ids)))
+	s.mu.Unlock()
 }
 
 func (s *replaySet) add(id copyID) {

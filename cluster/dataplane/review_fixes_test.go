@@ -4,7 +4,9 @@ package dataplane
 // defect the code has since been mended for.
 
 import (
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +192,74 @@ func TestRefusedWriteLeavesOwnCopy(t *testing.T) {
 	r2 := make(chanResolver, 1)
 	if err := p.InterceptPublish(msg(true), r2); err == broker.ErrDuplicate {
 		t.Fatal("the resend of a refused QoS 2 publish was taken for one accepted")
+	}
+}
+
+// failingOnceBroker fails its first delivery's write (a full disk: the
+// broker takes the queued copies back) and records the later ones.
+type failingOnceBroker struct {
+	recordingBroker
+	failed atomic.Bool
+}
+
+func (b *failingOnceBroker) DeliverBatch(ms []*broker.Message, done func(error)) bool {
+	if b.failed.CompareAndSwap(false, true) {
+		go done(errors.New("disk full"))
+		return true
+	}
+	return b.recordingBroker.DeliverBatch(ms, done)
+}
+
+// TestReplayResentAfterFailedDelivery: a replayed record (another node's,
+// re-delivered after its origin left the map) whose delivery failed is
+// delivered when its frame comes again: it was remembered as a replay
+// delivered, and the resend was dropped as a duplicate and confirmed.
+func TestReplayResentAfterFailedDelivery(t *testing.T) {
+	br := &failingOnceBroker{}
+	p, err := New(Options{NodeName: "n", Username: "cluster", Broker: br, BestEffort: true, Reliable: true,
+		ForwardQueueEntries: 8192, Replication: &Replication{Gate: true, Timeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: []string{"a", "n"}, Epoch: 1}}})
+	frame := func() *broker.Message {
+		f := wire.AppendHeaderDecided(nil, "a", 1, 0, nil)
+		msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("replayed"), QoS: 1, ClientID: "pub"})
+		f = wire.AppendRecordRep(f, 1, msg, nil, &wire.Rep{Partition: 0, Origin: "x", OriginBoot: 9, OriginSeq: 7})
+		time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
+		return &broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1, Payload: p.opts.Signer.Sign(f)}
+	}
+	send := func() error {
+		r := make(chanResolver, 1)
+		err := p.receive(frame(), r)
+		if err == broker.ErrDeferred {
+			err = <-r
+		}
+		return err
+	}
+	if err := send(); err == nil {
+		t.Fatal("the frame whose delivery failed was confirmed")
+	}
+	// The sender resends once it has the answer; the receiver's rollback
+	// of what it took from "a" runs on a goroutine of its own.
+	s := p.recv.sender("a")
+	for end := time.Now().Add(5 * time.Second); ; {
+		s.mu.Lock()
+		back := s.lastSeq == 0
+		s.mu.Unlock()
+		if back {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the receiver did not take back what the failed frame delivered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := send(); err != nil {
+		t.Fatalf("resend: %v", err)
+	}
+	if got := br.delivered(); len(got) != 1 || got[0] != "replayed" {
+		t.Fatalf("delivered %q after the resend, want the replayed record once", got)
 	}
 }
