@@ -274,7 +274,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	var batch, retain []*broker.Message
 	var batchSeqs []uint64 // each batch message's number in the sender's stream
 	var copies map[uint32][]copyRec
-	var holds []holdRef // copies of this frame whose delivery waits for a decision
+	var holds []holdRef   // copies of this frame whose delivery waits for a decision
 	var replayed []copyID // replays this frame delivers: forgotten again if its writes fail
 	var maxSeq uint64
 	stale := false
