@@ -1156,6 +1156,61 @@ func publishAgainAfterRefusal(t *testing.T, n *durNode, topic, payload string) {
 	c.nc.Close()
 }
 
+// A peer's message for a shared subscription whose member could not
+// store it reaches, when the peer resends it, that member: not the next
+// one in the group's round robin (which the resend would otherwise pick,
+// and which does not hold it either), so the group gets it exactly once.
+func TestDurableStoreWriteFailurePeerResendShared(t *testing.T) {
+	t.Parallel()
+	var fp *fullDiskPersister
+	n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
+		fp = &fullDiskPersister{Store: st}
+		return fp
+	})
+	const topic, filter = "ws/t", "$share/g/ws/t"
+	members := []string{"ws-1", "ws-2"}
+	for _, id := range members {
+		c := durProtos[0].persistent(t, n.addr, id, true)
+		c.subscribe(t, filter, 2)
+		c.close()
+	}
+	n.connections(0)
+	shared := func() *broker.Message {
+		m := peerMsg(topic, "m1", 1)
+		m.PeerGroups = []string{filter} // the publisher's node chose this node for the group
+		return m
+	}
+	fp.set(false, true)
+	waitAnswer(t, deliverPeer(t, n.srv, shared()), errInjected)
+	fp.set(false, false)
+	waitAnswer(t, deliverPeer(t, n.srv, shared()), nil)
+	got := 0
+	for _, id := range members {
+		c := durProtos[0].persistent(t, n.addr, id, false)
+		c.(durV5).drain(t, func(m durMsg) {
+			durExpect(t, m, topic, "m1", 2)
+			got++
+		})
+	}
+	if got != 1 {
+		t.Fatalf("the group got m1 %d times, want once", got)
+	}
+}
+
+// drain passes every message that arrives until none does for
+// quietPeriod.
+func (c durV5) drain(t testing.TB, f func(durMsg)) {
+	t.Helper()
+	for {
+		select {
+		case m := <-c.msgs:
+			f(durMsg{m.Topic, string(m.Payload), m.QoS, m.Retain})
+		case <-time.After(quietPeriod): // bounded wait: proving absence
+			return
+		}
+	}
+}
+
 // A SUBSCRIBE whose session write fails is refused (SUBACK 0x80): a
 // client that has a successful SUBACK keeps the subscription across a
 // crash.

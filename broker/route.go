@@ -209,8 +209,19 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 	if m.Retain {
 		persisted = s.storeRetained(m, &t)
 	}
+	accept := onlineOrInproc
+	var owed []*session
+	resend := false
+	if m.Origin == OriginPeer {
+		owed, resend = s.resends.take(m.Record) // a resend after a failed write
+	}
+	if resend {
+		// A shared group takes the member its first delivery went to
+		// and that took it back; a group without one holds it already.
+		accept = func(c *session) bool { return slices.Contains(owed, c) }
+	}
 	r := s.routers.Get().(*router)
-	r.matches = s.subs.Match(m.Topic, r.matches[:0], onlineOrInproc)
+	r.matches = s.subs.Match(m.Topic, r.matches[:0], accept)
 	if m.Origin == OriginPeer {
 		r.matches = peerGroupsOnly(r.matches, m.PeerGroups)
 	}
@@ -222,10 +233,8 @@ func (s *Server) routeVia(m *Message, via *conn) (persisted bool, t *storeTicket
 		return persisted, t, nil
 	}
 	r.collect(m, s.reader)
-	if m.Origin == OriginPeer {
-		if owed, ok := s.resends.take(m.Record); ok {
-			r.targets = onlyOwed(r.targets, owed) // a resend after a failed write
-		}
+	if resend {
+		r.targets = onlyOwed(r.targets, owed)
 	}
 	if via != nil {
 		via.noTargets = len(r.targets) == 0
