@@ -531,13 +531,14 @@ func TestSessionHolderDownThenReturns(t *testing.T) {
 	}
 	a.start()
 	letGo(t, a, id)
-	st, err := sessionsView(a.ip)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Returned != 1 {
-		t.Fatalf("a returned %d sessions, want 1: %+v\na's log:\n%s", st.Returned, st, grepLines(a.stderr(), "session"))
-	}
+	// Not held is not yet returned: a lends the session until b confirms.
+	eventually(t, 15*time.Second, func() error {
+		st, err := sessionsView(a.ip)
+		if err == nil && st.Returned != 1 {
+			err = fmt.Errorf("a returned %d sessions, want 1: %+v\na's log:\n%s", st.Returned, st, grepLines(a.stderr(), "session"))
+		}
+		return err
+	})
 }
 
 // TestSessionHolderKilledDuringHandover: kill -9 of the holder while the
@@ -692,13 +693,14 @@ func TestSessionHandoverSurvivesRestart(t *testing.T) {
 // milliseconds of a move may arrive twice (both nodes queued it); the
 // test logs how many did.
 //
-// Known issue: about one run in six still loses one message, published
-// on the claiming node during its claim (not yet understood; see
-// docs/cluster.md). So it runs only with GANTRY_SESSION_LOAD=1, outside
-// make test.
+// It lost a message in about one run in six while a directory push of
+// the old holder that reached the claiming node during its claim made
+// that node hand the session back (docs/cluster.md); 0 in 10 runs since.
+// It runs only with GANTRY_SESSION_LOAD=1, outside make test, until more
+// runs confirm it.
 func TestSessionMovesUnderLoad(t *testing.T) {
 	if os.Getenv("GANTRY_SESSION_LOAD") == "" {
-		t.Skip("set GANTRY_SESSION_LOAD=1: a known rare loss (see the comment)")
+		t.Skip("set GANTRY_SESSION_LOAD=1: slow, and a rare loss fixed recently (see the comment)")
 	}
 	nodes := dataPlaneCluster(t, 3)
 	const id = "wanderer"
@@ -788,8 +790,17 @@ func TestSessionMovesUnderLoad(t *testing.T) {
 			for _, m := range missing[:min(5, len(missing))] {
 				at = append(at, ackedAt[m])
 			}
-			return fmt.Errorf("%d of %d acknowledged messages missing, first %v acknowledged at %v; moves %v",
-				len(missing), len(want), missing[:min(5, len(missing))], at, moves)
+			var handbacks []string
+			for _, nd := range nodes {
+				for _, l := range strings.Split(nd.stderr(), "\n") {
+					if strings.Contains(l, "handed a session over") || strings.Contains(l, "stays on this node") ||
+						strings.Contains(l, "lent session is back") {
+						handbacks = append(handbacks, l)
+					}
+				}
+			}
+			return fmt.Errorf("%d of %d acknowledged messages missing, first %v acknowledged at %v; moves %v; sessions handed back: %v",
+				len(missing), len(want), missing[:min(5, len(missing))], at, moves, handbacks)
 		}
 		return nil
 	})

@@ -102,7 +102,7 @@ type Sessions struct {
 	opts SessionOptions
 	log  *slog.Logger
 
-	mu sync.Mutex // guards since, dir, version, pushed, savedSince
+	mu sync.Mutex // guards since, dir, version, pushed, savedSince, claiming
 	// since is when this node took each session it holds (Unix ns): the
 	// newer holder of a client wins.
 	since map[string]int64
@@ -113,6 +113,11 @@ type Sessions struct {
 	version    uint64
 	pushed     map[string]pushMark
 	savedSince bool // since is on disk as it is
+	// claiming counts the claims of each client running here: until one
+	// ends (and records this node's claim in since), a directory push of
+	// the holder still lists the session with a newer claim than this
+	// node's, and must not make this node hand back what it is taking.
+	claiming map[string]int
 
 	claims, tookOver, exported, imported, fromDirectory, returned, returnFailed, fromCopies, takenBack atomic.Uint64
 
@@ -144,7 +149,7 @@ func (p *Plane) NewSessions(opts SessionOptions) *Sessions {
 	}
 	s := &Sessions{p: p, opts: opts, log: p.log.With("component", "sessions"), since: map[string]int64{},
 		dir: map[string]map[string]dirEntry{}, heard: map[string]time.Time{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true,
-		lends: map[string]*lend{}}
+		lends: map[string]*lend{}, claiming: map[string]int{}}
 	s.loadSince()
 	return s
 }
@@ -258,6 +263,16 @@ func (s *Sessions) ClaimSession(info *broker.ConnInfo, cleanStart bool, expiry u
 	}
 	s.claims.Add(1)
 	client := info.ClientID
+	s.mu.Lock()
+	s.claiming[client]++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.claiming[client]--; s.claiming[client] == 0 {
+			delete(s.claiming, client)
+		}
+		s.mu.Unlock()
+	}()
 	// Lent by this node and not confirmed yet: it is here again whole; the
 	// borrower hands over what it imported (some of it twice).
 	s.takeBack(client, "the client connected here again")

@@ -297,6 +297,14 @@ func (s *Sessions) serveHandover(req *sessionReq) (sessionReply, error) {
 // confirmed), over to it; on failure the session stays here and the next
 // directory push tries again.
 func (s *Sessions) returnSession(client, node string) {
+	s.mu.Lock()
+	claiming := s.claiming[client] > 0
+	s.mu.Unlock()
+	if claiming {
+		// Being claimed here: the push that asked for it was made before
+		// this claim (which is newer); the claim takes the rest.
+		return
+	}
 	l := s.lendTo(client, node, false)
 	if l == nil {
 		return

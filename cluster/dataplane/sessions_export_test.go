@@ -269,3 +269,55 @@ func TestSessionExportNotConfirmed(t *testing.T) {
 		})
 	}
 }
+
+// pushDuringExport is a transport that, before it sends the export
+// request, has the holder push its directory to the claiming node (as
+// its periodic push may): the push still lists the session, with the
+// holder's claim, newer than any of the claiming node's.
+type pushDuringExport struct {
+	holder *Sessions
+	once   atomic.Bool
+	pushed chan struct{}
+}
+
+func (p *pushDuringExport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == SessionsExportPath && p.once.CompareAndSwap(false, true) {
+		p.holder.push()
+		close(p.pushed)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A directory push of the holder that reaches the claiming node during
+// its claim does not make it hand back the session it is taking: a
+// message delivered to it there meanwhile stays (it was lost: the
+// session went back to the holder, and the message with nobody).
+func TestSessionClaimIgnoresHolderPush(t *testing.T) {
+	tr := &pushDuringExport{pushed: make(chan struct{})}
+	a, b := sessPair(t, func(name string, o *SessionOptions) {
+		if name == "b" {
+			o.HTTP = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		}
+	})
+	tr.holder = a.s
+	want := offlineWith(t, a, "x", 0, 5)
+	a.s.took("x")
+	go func() {
+		<-tr.pushed
+		// Published on b during its claim, after the push: b's session
+		// has the subscriptions, unless it handed them back.
+		for end := time.Now().Add(time.Second); time.Now().Before(end) && heldBy(b, "x"); time.Sleep(5 * time.Millisecond) {
+		}
+		b.srv.PublishMessage(&broker.Message{Topic: "t/2", Payload: []byte("during"), QoS: 1})
+	}()
+	_, got := resume(t, b, "x")
+	waitFor(t, func() error {
+		g := got.list()
+		for _, w := range append(slices.Clone(want), "during") {
+			if !slices.Contains(g, w) {
+				return fmt.Errorf("missing %s: got %v", w, g)
+			}
+		}
+		return nil
+	})
+}
