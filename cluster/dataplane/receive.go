@@ -63,6 +63,18 @@ type senderState struct {
 	// held are the copies from this sender not delivered yet, in order:
 	// their quorum write is not decided (two-phase delivery); under mu.
 	held []heldRec
+
+	// skipFrom..skipTo (of skipBoot) are records of a frame whose
+	// deliveries succeeded while another of its writes failed (its copies,
+	// what was received, on a full disk): its resend writes them again
+	// but does not deliver them a second time. Under mu.
+	skipBoot, skipFrom, skipTo uint64
+}
+
+// delivered reports whether seq of boot was delivered by a frame whose
+// other writes failed (see skipFrom). The caller holds mu.
+func (s *senderState) deliveredBefore(boot, seq uint64) bool {
+	return seq != 0 && boot == s.skipBoot && seq >= s.skipFrom && seq <= s.skipTo
 }
 
 // heldRec is a copy whose delivery waits for its origin's decision.
@@ -274,8 +286,9 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	var batch, retain []*broker.Message
 	var batchSeqs []uint64 // each batch message's number in the sender's stream
 	var copies map[uint32][]copyRec
-	var holds []holdRef   // copies of this frame whose delivery waits for a decision
-	var replayed []copyID // replays this frame delivers: forgotten again if its writes fail
+	var holds []holdRef      // copies of this frame whose delivery waits for a decision
+	var replayed []copyID    // replays this frame delivers: forgotten again if its writes fail
+	var delivErr atomic.Bool // a delivery of the frame (not its other writes) failed
 	var maxSeq uint64
 	stale := false
 	now := time.Now().UnixNano()
@@ -302,6 +315,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			err = derr
 			break
 		}
+		again := s.deliveredBefore(h.Boot, seq) // its copy is written again, its delivery not
 		if rp := &rec.Rep; p.copies != nil && (rp.Copy || rp.Origin != "") {
 			id, at := copyID{origin: h.Sender, boot: h.Boot, seq: seq}, now
 			if rp.Origin != "" {
@@ -330,8 +344,11 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 					Partition: rp.Partition, Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq})
 				if cr.hold {
 					// Delivered once its origin says the write was
-					// acknowledged, never if it was refused.
-					holds = append(holds, holdRef{part: rp.Partition, i: len(copies[rp.Partition]) - 1, groups: rec.Groups})
+					// acknowledged, never if it was refused (nor held
+					// again when the first frame delivered it already).
+					if !again {
+						holds = append(holds, holdRef{part: rp.Partition, i: len(copies[rp.Partition]) - 1, groups: rec.Groups})
+					}
 					continue
 				}
 			}
@@ -348,6 +365,10 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 				p.trace.event(TraceEvent{Event: "replay", Client: d.Msg.ClientID, Topic: d.Msg.Topic, QoS: d.Msg.QoS,
 					Origin: id.origin, Seq: id.seq})
 			}
+		}
+		if again {
+			r.duplicates.Add(1)
+			continue
 		}
 		if d.Msg.Topic == wire.InterestTopic {
 			op, filters, ferr := wire.DecodeFilters(d.Msg.Payload)
@@ -392,11 +413,20 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			r.replays.remove(replayed)
 			// Not under the store's goroutine: receive may hold s.mu while
 			// it waits for that goroutine.
+			delivered := !delivErr.Load()
 			go func() {
 				s.mu.Lock()
 				if s.boot == boot && s.lastSeq >= upTo {
 					s.lastSeq = prevSeq
 					s.mark()
+					if delivered && upTo > prevSeq {
+						// Taken again for its other writes, not delivered again.
+						if s.skipBoot == boot && s.skipTo+1 >= prevSeq+1 && s.skipFrom <= prevSeq+1 {
+							s.skipTo = max(s.skipTo, upTo)
+						} else {
+							s.skipBoot, s.skipFrom, s.skipTo = boot, prevSeq+1, upTo
+						}
+					}
 				}
 				s.mu.Unlock()
 			}()
@@ -493,13 +523,26 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 	}
 	start(func() bool {
-		if len(batch) > 0 && p.opts.Broker.DeliverBatch(batch, func(err error) { settle(err); done(err) }) {
+		if len(batch) > 0 && p.opts.Broker.DeliverBatch(batch, func(err error) {
+			if err != nil {
+				delivErr.Store(true)
+			}
+			settle(err)
+			done(err)
+		}) {
 			return true
 		}
 		settle(nil) // delivered, nothing to wait for
 		return false
 	})
-	start(func() bool { return len(retain) > 0 && p.opts.Broker.StoreRetainedBatch(retain, done) })
+	start(func() bool {
+		return len(retain) > 0 && p.opts.Broker.StoreRetainedBatch(retain, func(err error) {
+			if err != nil {
+				delivErr.Store(true)
+			}
+			done(err)
+		})
+	})
 	if left.Add(-1) == 0 {
 		err := result() // everything is durable already
 		settled(err)

@@ -263,3 +263,50 @@ func TestReplayResentAfterFailedDelivery(t *testing.T) {
 		t.Fatalf("delivered %q after the resend, want the replayed record once", got)
 	}
 }
+
+// TestFrameResentAfterCopyWriteFailedDeliveredOnce: a frame whose
+// messages were delivered while its copy could not be written (the
+// store's log failed, as on a full disk) is not confirmed, and its resend
+// writes the copy again but does not deliver the messages a second time
+// (the broker took nothing back: its own writes succeeded).
+func TestFrameResentAfterCopyWriteFailedDeliveredOnce(t *testing.T) {
+	br := &recordingBroker{}
+	p := twoPhasePlane(t, "n", t.TempDir(), br, partition.Assignment{Owner: "a", Replicas: []string{"a", "n"}, Epoch: 1})
+	defer p.Stop()
+	frame := func(seq uint64, payload string) *broker.Message {
+		f := wire.AppendHeaderDecided(nil, "a", 1, seq, nil)
+		msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(payload), QoS: 1, ClientID: "pub"})
+		f = wire.AppendRecordRep(f, seq, msg, nil, &wire.Rep{Copy: true, Partition: 0, Epoch: 1})
+		time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
+		return &broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1, Payload: p.opts.Signer.Sign(f)}
+	}
+	receiveOK(t, p, frame(1, "m1"))  // the log's first segment exists now
+	p.store.log.failNext.Store(true) // its next write fails
+	r := make(chanResolver, 1)
+	err := p.receive(frame(2, "m2"), r)
+	if err == broker.ErrDeferred {
+		err = <-r
+	}
+	if err == nil {
+		t.Fatal("a frame whose copy could not be written was confirmed")
+	}
+	s := p.recv.sender("a")
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		back := s.lastSeq == 1
+		s.mu.Unlock()
+		if back {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the receiver did not take back the failed frame")
+		}
+	}
+	receiveOK(t, p, frame(2, "m2"))
+	if got := br.delivered(); fmt.Sprint(got) != "[m1 m2]" {
+		t.Fatalf("delivered %q, want m1 and m2 once each", got)
+	}
+	if got := copiesHeld(p); fmt.Sprint(got) != "[m1 m2]" {
+		t.Fatalf("copies %q after the resend, want m1 and m2", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	bolt "go.etcd.io/bbolt"
@@ -80,6 +81,9 @@ const (
 var logCRC = crc32.MakeTable(crc32.Castagnoli)
 
 var errTornLogFrame = errors.New("dataplane: torn or damaged log frame")
+
+// errInjected is the failure segLog.failNext injects.
+var errInjected = errors.New("dataplane: injected write failure")
 
 // frame appends one group's operations to a buffer.
 type frame struct{ b []byte }
@@ -360,6 +364,8 @@ type segLog struct {
 	f    *os.File // nil: the next frame starts segment num+1
 	num  uint64   // the newest segment's number
 	size int64
+	// failNext makes the next append fail, as a full disk would (tests).
+	failNext atomic.Bool
 }
 
 func logDir(dbPath string) string { return dbPath + ".wal" }
@@ -400,8 +406,10 @@ func (l *segLog) append(frame []byte) error {
 			return err
 		}
 	}
-	_, err := l.f.Write(frame)
-	if err == nil {
+	var err error
+	if l.failNext.CompareAndSwap(true, false) {
+		err = errInjected
+	} else if _, err = l.f.Write(frame); err == nil {
 		err = syscall.Fdatasync(int(l.f.Fd()))
 	}
 	if err != nil {

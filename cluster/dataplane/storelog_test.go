@@ -191,7 +191,7 @@ func TestStoreLogWriteFailureStartsNewSegment(t *testing.T) {
 	if err := l.append(frameOf("a")); err != nil {
 		t.Fatal(err)
 	}
-	l.f.Close() // the next write fails, as on a disk gone bad
+	l.failNext.Store(true) // the next write fails, as on a disk gone bad
 	if err := l.append(frameOf("lost")); err == nil {
 		t.Fatal("a write to a closed segment succeeded")
 	}
