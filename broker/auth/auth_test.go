@@ -282,3 +282,44 @@ func TestFlagsAndGroups(t *testing.T) {
 		t.Fatalf("op: flags %v groups %v", u.Flags, u.Groups)
 	}
 }
+
+// TestAuthenticatorCacheFollowsFileWrittenInPlace: a users file replaced
+// by one with the same inode number (written in place, or a new file
+// that got the number of one freed before: ext4 reuses them) still
+// empties the login cache. The cache used to be keyed on the inode: a
+// user removed on another node of a cluster kept logging in there
+// (TestClusterUsers, now and then).
+func TestAuthenticatorCacheFollowsFileWrittenInPlace(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	s.Add("erin", "one", false)
+	s.Add("frank", "two", false)
+	a := NewAuthenticator(s, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a.FailureDelay = 0
+	info := &broker.ConnInfo{Username: "erin", Password: []byte("one")}
+	if err := a.Authenticate(info); err != nil {
+		t.Fatal(err)
+	}
+	// erin removed, by another writer of the same file, in place.
+	other, _ := Open(t.TempDir())
+	other.Add("frank", "two", false)
+	raw, err := os.ReadFile(other.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(raw)
+	f.Close()
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.cached("erin"); ok {
+		t.Fatal("the store did not reload the file: the test proves nothing")
+	}
+	if err := a.Authenticate(info); err == nil {
+		t.Fatal("a removed user logged in from the cache")
+	}
+}

@@ -90,7 +90,7 @@ type Authenticator struct {
 type cached struct {
 	mac     [32]byte
 	expires time.Time
-	inode   uint64
+	gen     uint64 // the users store's contents it was checked against
 }
 
 const cacheTTL = 5 * time.Minute
@@ -110,7 +110,8 @@ func (a *Authenticator) Authenticate(info *broker.ConnInfo) error {
 		a.Failures.Add(1)
 		return packet.ConnectionRateExceeded
 	}
-	if a.cachedOK(info.Username, info.Password) {
+	gen := a.currentGen() // before the check: a change meanwhile makes the entry stale at once
+	if a.cachedOK(info.Username, info.Password, gen) {
 		return nil
 	}
 	if _, err := a.store.Verify(info.Username, info.Password); err != nil {
@@ -122,7 +123,7 @@ func (a *Authenticator) Authenticate(info *broker.ConnInfo) error {
 		time.Sleep(a.FailureDelay) // slows guessing; runs on that client's own goroutine
 		return packet.BadUserNameOrPassword
 	}
-	a.remember(info.Username, info.Password)
+	a.remember(info.Username, info.Password, gen)
 	return nil
 }
 
@@ -136,24 +137,23 @@ func (a *Authenticator) mac(user string, password []byte) [32]byte {
 	return out
 }
 
-func (a *Authenticator) currentInode() uint64 {
+func (a *Authenticator) currentGen() uint64 {
 	a.store.reload()
 	a.store.mu.RLock()
 	defer a.store.mu.RUnlock()
-	return a.store.inode
+	return a.store.gen
 }
 
-func (a *Authenticator) cachedOK(user string, password []byte) bool {
-	ino := a.currentInode()
+func (a *Authenticator) cachedOK(user string, password []byte, gen uint64) bool {
 	a.mu.Lock()
 	c, ok := a.cache[user]
 	a.mu.Unlock()
 	want := a.mac(user, password)
-	return ok && c.inode == ino && time.Now().Before(c.expires) && hmac.Equal(c.mac[:], want[:])
+	return ok && c.gen == gen && time.Now().Before(c.expires) && hmac.Equal(c.mac[:], want[:])
 }
 
-func (a *Authenticator) remember(user string, password []byte) {
-	c := cached{mac: a.mac(user, password), expires: time.Now().Add(cacheTTL), inode: a.currentInode()}
+func (a *Authenticator) remember(user string, password []byte, gen uint64) {
+	c := cached{mac: a.mac(user, password), expires: time.Now().Add(cacheTTL), gen: gen}
 	a.mu.Lock()
 	if len(a.cache) > 10000 {
 		clear(a.cache)

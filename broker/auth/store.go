@@ -57,11 +57,15 @@ type usersFile struct {
 type Store struct {
 	path string
 
-	mu      sync.RWMutex // guards users, modTime, size, inode
+	mu      sync.RWMutex // guards users, modTime, size, inode, gen
 	users   map[string]User
 	modTime time.Time
 	size    int64
 	inode   uint64
+	// gen counts the contents loaded: what the login cache is valid for (an
+	// inode alone is not: a file written in its place, or a new one that
+	// gets a freed inode's number, keeps it)
+	gen uint64
 
 	// statted is when the file was last looked at (Unix ns): Lookup, which
 	// access checks call on every publish, looks at most every
@@ -98,6 +102,7 @@ func (s *Store) reload() error {
 	if errors.Is(err, os.ErrNotExist) {
 		s.mu.Lock()
 		s.users, s.modTime, s.size, s.inode = map[string]User{}, time.Time{}, 0, 0
+		s.gen++
 		s.mu.Unlock()
 		return nil
 	}
@@ -117,6 +122,7 @@ func (s *Store) reload() error {
 	}
 	s.mu.Lock()
 	s.users, s.modTime, s.size, s.inode = users, st.ModTime(), st.Size(), ino
+	s.gen++
 	s.mu.Unlock()
 	return nil
 }
