@@ -8,6 +8,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"gantry/broker/store/segfile"
 )
 
 // logState is the writer's side of the write-ahead log. Only the writer
@@ -184,7 +186,7 @@ func (s *Store) finalCheckpoint() {
 		return
 	}
 	s.lg.w.close()
-	if err := removeSegments(s.lg.w.dir, s.lg.w.n); err != nil {
+	if err := segfile.RemoveUpTo(s.lg.w.dir, s.lg.w.n); err != nil {
 		s.log.Warn("store: removing the applied log failed; it is replayed at the next start", "dir", s.lg.w.dir, "err", err)
 	}
 }
@@ -221,7 +223,7 @@ func (s *Store) applyCheckpoint(c *checkpoint) error {
 		s.log.Error("store: checkpoint failed; the log keeps its operations", "path", s.path, "ops", ops, "err", err)
 		return fmt.Errorf("store: checkpoint into %s failed: %w", s.path, err)
 	}
-	if err := removeSegments(walDir(s.path), c.upTo); err != nil {
+	if err := segfile.RemoveUpTo(walDir(s.path), c.upTo); err != nil {
 		s.log.Warn("store: removing checkpointed log segments failed; they are replayed at the next start", "err", err)
 	}
 	return nil
@@ -255,7 +257,7 @@ func (s *Store) replayLog() (uint64, error) {
 	}); err != nil {
 		return 0, err
 	}
-	ns, err := listSegments(dir)
+	ns, err := segfile.List(dir)
 	if err != nil || len(ns) == 0 {
 		return applied + 1, err
 	}
@@ -264,7 +266,7 @@ func (s *Store) replayLog() (uint64, error) {
 		if marked && n <= applied {
 			continue // in the file already: a crash came before its removal
 		}
-		path := segmentPath(dir, n)
+		path := segfile.Path(dir, n)
 		sg, err := readSegment(path)
 		if err == nil && sg.torn && i < len(ns)-1 {
 			err = fmt.Errorf("%w: a damaged frame at byte %d, before the last segment", ErrCorrupt, sg.valid)
@@ -287,7 +289,7 @@ func (s *Store) replayLog() (uint64, error) {
 		s.lastAlive = max(s.lastAlive, sg.stamp)
 		ops += len(sg.ops)
 	}
-	if err := removeSegments(dir, ns[len(ns)-1]); err != nil {
+	if err := segfile.RemoveUpTo(dir, ns[len(ns)-1]); err != nil {
 		return 0, fmt.Errorf("store: removing the replayed log: %w", err)
 	}
 	s.log.Info("store: log replayed", "dir", dir, "segments", len(ns), "ops", ops)

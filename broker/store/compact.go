@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
+
+	"gantry/broker/store/segfile"
 )
 
 // compactTxMaxSize bounds the bytes copied per transaction by Compact.
@@ -75,7 +77,7 @@ func (s *Store) Compact() error {
 		_ = os.Remove(tmp)
 		return s.reopen(fmt.Errorf("store: compact: rename %s: %w", tmp, err))
 	}
-	if err := syncDir(filepath.Dir(s.path)); err != nil {
+	if err := segfile.SyncDir(filepath.Dir(s.path)); err != nil {
 		s.log.Warn("store: compact: syncing the directory failed", "err", err)
 	}
 	return s.reopen(nil)
@@ -109,14 +111,4 @@ func (s *Store) reopen(cause error) error {
 	}
 	s.db = db
 	return cause
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -2,16 +2,11 @@ package store
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 
 	"gantry/broker"
+	"gantry/broker/store/segfile"
 )
 
 // The write-ahead log (see doc.go, "Write-ahead log"): numbered segment
@@ -21,46 +16,13 @@ const (
 	walMagic      = "GWAL"
 	walVersion    = 1
 	walHeaderSize = 8 // magic, big-endian u32 version
-	frameHeadSize = 8 // little-endian u32 body length, u32 CRC-32C of the body
-	segmentSuffix = ".log"
-	segmentDigits = 20 // zero-padded segment number: names sort as numbers
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // errTornFrame marks a frame cut short or with a bad checksum.
-var errTornFrame = errors.New("torn or damaged frame")
+var errTornFrame = segfile.ErrTorn
 
 // walDir is the log directory of the store file at path.
-func walDir(path string) string { return path + ".wal" }
-
-func segmentPath(dir string, n uint64) string {
-	return filepath.Join(dir, fmt.Sprintf("%0*d%s", segmentDigits, n, segmentSuffix))
-}
-
-// listSegments returns the numbers of dir's segments in ascending order;
-// a missing dir has none.
-func listSegments(dir string) ([]uint64, error) {
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: read log directory %s: %w", dir, err)
-	}
-	var ns []uint64
-	for _, de := range des {
-		name, ok := strings.CutSuffix(de.Name(), segmentSuffix)
-		if !ok || len(name) != segmentDigits {
-			continue
-		}
-		if n, err := strconv.ParseUint(name, 10, 64); err == nil {
-			ns = append(ns, n)
-		}
-	}
-	slices.Sort(ns)
-	return ns, nil
-}
+func walDir(path string) string { return segfile.Dir(path) }
 
 // wal is the writer's open segment. Only the writer goroutine uses it.
 type wal struct {
@@ -77,30 +39,9 @@ const maxKeptFrameBuf = 4 << 20
 // create starts segment n: it writes the header and makes the file and
 // its directory entry durable before any frame depends on them.
 func (w *wal) create(n uint64) error {
-	if _, err := os.Stat(w.dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.Mkdir(w.dir, 0o700); err != nil {
-			return fmt.Errorf("store: create log directory: %w", err)
-		}
-		if err := syncDir(filepath.Dir(w.dir)); err != nil { // the directory's own entry
-			return fmt.Errorf("store: create log directory: %w", err)
-		}
-	}
-	path := segmentPath(w.dir, n)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := segfile.Create(w.dir, n, binary.BigEndian.AppendUint32([]byte(walMagic), walVersion))
 	if err != nil {
-		return fmt.Errorf("store: create log segment: %w", err)
-	}
-	hdr := binary.BigEndian.AppendUint32([]byte(walMagic), walVersion)
-	if _, err = f.WriteAt(hdr, 0); err == nil {
-		err = fdatasync(f)
-	}
-	if err == nil {
-		err = syncDir(w.dir)
-	}
-	if err != nil {
-		_ = f.Close()
-		_ = os.Remove(path)
-		return fmt.Errorf("store: create log segment %s: %w", path, err)
+		return fmt.Errorf("store: %w", err)
 	}
 	w.f, w.n, w.off = f, n, walHeaderSize
 	return nil
@@ -131,7 +72,7 @@ func (w *wal) write() (int, error) {
 	}
 	_, err := w.f.WriteAt(frame, w.off)
 	if err == nil {
-		err = fdatasync(w.f)
+		err = segfile.Fdatasync(w.f)
 	}
 	if err != nil {
 		if terr := w.f.Truncate(w.off); terr != nil {
@@ -146,16 +87,13 @@ func (w *wal) write() (int, error) {
 // appendFrame appends the frame of ops to dst: its head, then the body
 // (stamp, op count, ops).
 func appendFrame(dst []byte, ops []queuedOp, stamp int64) []byte {
-	start := len(dst)
-	dst = append(dst, make([]byte, frameHeadSize)...)
+	dst, start := segfile.BeginFrame(dst)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(stamp))
 	dst = binary.AppendUvarint(dst, uint64(len(ops)))
 	for i := range ops {
 		dst = appendWALOp(dst, &ops[i])
 	}
-	body := dst[start+frameHeadSize:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(body, castagnoli))
+	segfile.SealFrame(dst, start)
 	return dst
 }
 
@@ -219,7 +157,7 @@ func decodeSegment(raw []byte) (segment, error) {
 	}
 	rest := raw[walHeaderSize:]
 	for sg.valid = walHeaderSize; len(rest) > 0; sg.valid = len(raw) - len(rest) {
-		body, next, err := cutFrame(rest)
+		body, next, err := segfile.CutFrame(rest)
 		if err == nil {
 			sg.ops, sg.stamp, err = decodeFrame(body, sg.ops, sg.stamp)
 		}
@@ -230,23 +168,6 @@ func decodeSegment(raw []byte) (segment, error) {
 		rest = next
 	}
 	return sg, nil
-}
-
-// cutFrame splits the first frame's checked body off b.
-func cutFrame(b []byte) (body, rest []byte, err error) {
-	if len(b) < frameHeadSize {
-		return nil, nil, errTornFrame
-	}
-	n := binary.LittleEndian.Uint32(b)
-	sum := binary.LittleEndian.Uint32(b[4:])
-	if uint64(n) > uint64(len(b)-frameHeadSize) {
-		return nil, nil, errTornFrame
-	}
-	body = b[frameHeadSize : frameHeadSize+int(n)]
-	if crc32.Checksum(body, castagnoli) != sum {
-		return nil, nil, errTornFrame
-	}
-	return body, b[frameHeadSize+int(n):], nil
 }
 
 // decodeFrame appends the ops of a frame's body to ops. A frame is taken
@@ -339,23 +260,4 @@ func (r *frameReader) bytes() []byte {
 	v := r.b[:n:n]
 	r.b = r.b[n:]
 	return v
-}
-
-// removeSegments deletes the segments numbered up to and including upTo,
-// oldest first, and stops at the first it cannot delete: the segments
-// left are always a run up to the newest, which replays correctly.
-func removeSegments(dir string, upTo uint64) error {
-	ns, err := listSegments(dir)
-	if err != nil {
-		return err
-	}
-	for _, n := range ns {
-		if n > upTo {
-			break
-		}
-		if err := os.Remove(segmentPath(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
 }

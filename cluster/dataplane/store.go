@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"gantry/broker/store/segfile"
 	"gantry/cluster/wire"
 )
 
@@ -102,7 +103,7 @@ func openStore(path string) (*store, error) {
 		return nil, fmt.Errorf("dataplane: opening %s: %w", path, err)
 	}
 	s := &store{db: db, pendingCursors: map[string]uint64{}, inbox: map[string][2]uint64{}, versions: map[string]wire.Version{},
-		kick: make(chan struct{}, 1), stopped: make(chan struct{}), ckpt: make(chan ckptResult, 1), log: segLog{dir: logDir(path)}}
+		kick: make(chan struct{}, 1), stopped: make(chan struct{}), ckpt: make(chan ckptResult, 1), log: segLog{dir: segfile.Dir(path)}}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld, bucketQoS2} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -442,7 +443,7 @@ func (s *store) checkpoint(last uint64, frames []byte, waiters []chan error) ckp
 	if err == nil {
 		// A segment that stays is replayed again at the next open:
 		// harmless (storelog.go).
-		removeLogSegments(s.log.dir, last)
+		segfile.RemoveUpTo(s.log.dir, last)
 	}
 	return ckptResult{frames: frames, waiters: waiters, err: err}
 }

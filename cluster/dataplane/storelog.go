@@ -5,14 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
+
+	"gantry/broker/store/segfile"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -50,9 +47,6 @@ const (
 	logMagic        = "GDPL"
 	logVersion      = 1
 	logHeaderSize   = 8
-	logFrameHead    = 8
-	logSuffix       = ".log"
-	logDigits       = 20
 	checkpointBytes = 8 << 20 // a checkpoint once the log holds this much
 )
 
@@ -78,8 +72,6 @@ const (
 	lbQoS2
 )
 
-var logCRC = crc32.MakeTable(crc32.Castagnoli)
-
 var errTornLogFrame = errors.New("dataplane: torn or damaged log frame")
 
 // errInjected is the failure segLog.failNext injects.
@@ -98,22 +90,17 @@ func (f *frame) op(kind, bucket byte, key, val []byte) {
 	}
 }
 
-// begin starts a frame at the end of the buffer (its header is filled by
+// begin starts a frame at the end of the buffer (its head is filled by
 // end) and returns where it starts.
 func (f *frame) begin() int {
-	start := len(f.b)
-	f.b = append(f.b, make([]byte, logFrameHead)...)
+	var start int
+	f.b, start = segfile.BeginFrame(f.b)
 	return start
 }
 
-// end fills the header of the frame that starts at start and returns the
-// frame, header included.
-func (f *frame) end(start int) []byte {
-	body := f.b[start+logFrameHead:]
-	binary.LittleEndian.PutUint32(f.b[start:], uint32(len(body)))
-	binary.LittleEndian.PutUint32(f.b[start+4:], crc32.Checksum(body, logCRC))
-	return f.b[start:]
-}
+// end fills the head of the frame that starts at start and returns the
+// frame, head included.
+func (f *frame) end(start int) []byte { return segfile.SealFrame(f.b, start) }
 
 // logOp is one parsed operation of a frame.
 type logOp struct {
@@ -318,19 +305,11 @@ func parseFrame(ops []logOp, body []byte) ([]logOp, error) {
 // splitFrames returns the frame bodies of b up to the first torn one.
 func splitFrames(raw []byte) (frames [][]byte, torn bool) {
 	for len(raw) > 0 {
-		if len(raw) < logFrameHead {
+		body, rest, err := segfile.CutFrame(raw)
+		if err != nil {
 			return frames, true
 		}
-		n, sum := binary.LittleEndian.Uint32(raw), binary.LittleEndian.Uint32(raw[4:])
-		if uint64(n) > uint64(len(raw)-logFrameHead) {
-			return frames, true
-		}
-		body := raw[logFrameHead : logFrameHead+int(n)]
-		if crc32.Checksum(body, logCRC) != sum {
-			return frames, true
-		}
-		frames = append(frames, body)
-		raw = raw[logFrameHead+int(n):]
+		frames, raw = append(frames, body), rest
 	}
 	return frames, false
 }
@@ -368,35 +347,6 @@ type segLog struct {
 	failNext atomic.Bool
 }
 
-func logDir(dbPath string) string { return dbPath + ".wal" }
-
-func logSegment(dir string, n uint64) string {
-	return filepath.Join(dir, fmt.Sprintf("%0*d%s", logDigits, n, logSuffix))
-}
-
-// logSegments returns the numbers of dir's segments, ascending.
-func logSegments(dir string) ([]uint64, error) {
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("dataplane: reading the log directory %s: %w", dir, err)
-	}
-	var ns []uint64
-	for _, de := range des {
-		name, ok := strings.CutSuffix(de.Name(), logSuffix)
-		if !ok || len(name) != logDigits {
-			continue
-		}
-		if n, err := strconv.ParseUint(name, 10, 64); err == nil {
-			ns = append(ns, n)
-		}
-	}
-	slices.Sort(ns)
-	return ns, nil
-}
-
 // append writes a frame (header included) and syncs it. A failed write
 // is cut off the segment and ends it, so that nothing good follows a torn
 // frame.
@@ -409,8 +359,8 @@ func (l *segLog) append(frame []byte) error {
 	var err error
 	if l.failNext.CompareAndSwap(true, false) {
 		err = errInjected
-	} else if _, err = l.f.Write(frame); err == nil {
-		err = syscall.Fdatasync(int(l.f.Fd()))
+	} else if _, err = l.f.WriteAt(frame, l.size); err == nil {
+		err = segfile.Fdatasync(l.f)
 	}
 	if err != nil {
 		l.f.Truncate(l.size) // best effort: replay stops at a torn frame anyway
@@ -424,25 +374,9 @@ func (l *segLog) append(frame []byte) error {
 
 // create starts segment n, durably (its directory entry included).
 func (l *segLog) create(n uint64) error {
-	if err := os.MkdirAll(l.dir, 0o700); err != nil {
-		return fmt.Errorf("dataplane: creating the log directory: %w", err)
-	}
-	f, err := os.OpenFile(logSegment(l.dir, n), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := segfile.Create(l.dir, n, binary.BigEndian.AppendUint32([]byte(logMagic), logVersion))
 	if err != nil {
-		return fmt.Errorf("dataplane: creating a log segment: %w", err)
-	}
-	hdr := binary.BigEndian.AppendUint32([]byte(logMagic), logVersion)
-	_, err = f.Write(hdr)
-	if err == nil {
-		err = syscall.Fdatasync(int(f.Fd()))
-	}
-	if err == nil {
-		err = syncDir(l.dir)
-	}
-	if err != nil {
-		f.Close()
-		os.Remove(logSegment(l.dir, n))
-		return fmt.Errorf("dataplane: creating a log segment: %w", err)
+		return fmt.Errorf("dataplane: %w", err)
 	}
 	l.f, l.num, l.size = f, n, logHeaderSize
 	return nil
@@ -456,34 +390,6 @@ func (l *segLog) rotate() uint64 {
 		l.f = nil
 	}
 	return l.num
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// removeLogSegments deletes the segments up to upTo, oldest first, and
-// stops at the first it cannot delete, so that what is left replays in
-// order.
-func removeLogSegments(dir string, upTo uint64) error {
-	ns, err := logSegments(dir)
-	if err != nil {
-		return err
-	}
-	for _, n := range ns {
-		if n > upTo {
-			break
-		}
-		if err := os.Remove(logSegment(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
 }
 
 // readLogSegment returns the frame bodies of a segment up to the first
@@ -506,12 +412,12 @@ func readLogSegment(path string) (frames [][]byte, torn bool, err error) {
 // replayLog applies the segments of dir to db, then deletes them, and
 // returns the number the writer's segments continue from.
 func replayLog(db *bolt.DB, dir string) (uint64, error) {
-	ns, err := logSegments(dir)
+	ns, err := segfile.List(dir)
 	if err != nil || len(ns) == 0 {
 		return 0, err
 	}
 	for _, n := range ns {
-		frames, _, err := readLogSegment(logSegment(dir, n))
+		frames, _, err := readLogSegment(segfile.Path(dir, n))
 		if err != nil {
 			return 0, err
 		}
@@ -520,11 +426,11 @@ func replayLog(db *bolt.DB, dir string) (uint64, error) {
 		}
 		err = db.Update(func(tx *bolt.Tx) error { return applyBodies(tx, frames) })
 		if err != nil {
-			return 0, fmt.Errorf("dataplane: replaying log segment %s: %w", logSegment(dir, n), err)
+			return 0, fmt.Errorf("dataplane: replaying log segment %s: %w", segfile.Path(dir, n), err)
 		}
 	}
 	last := ns[len(ns)-1]
-	if err := removeLogSegments(dir, last); err != nil {
+	if err := segfile.RemoveUpTo(dir, last); err != nil {
 		return 0, fmt.Errorf("dataplane: removing the replayed log: %w", err)
 	}
 	return last, nil

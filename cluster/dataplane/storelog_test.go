@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"gantry/broker/store/segfile"
 	"gantry/cluster/wire"
 )
 
@@ -29,19 +30,19 @@ func snapshot(t *testing.T, path string) string {
 	if err := os.WriteFile(dst, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := logSegments(logDir(path))
+	ns, err := segfile.List(segfile.Dir(path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(logDir(dst), 0o700); err != nil {
+	if err := os.MkdirAll(segfile.Dir(dst), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range ns {
-		raw, err := os.ReadFile(logSegment(logDir(path), n))
+		raw, err := os.ReadFile(segfile.Path(segfile.Dir(path), n))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(logSegment(logDir(dst), n), raw, 0o600); err != nil {
+		if err := os.WriteFile(segfile.Path(segfile.Dir(dst), n), raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,14 +87,14 @@ func TestStoreLogReplayedAfterCrash(t *testing.T) {
 	}
 	waitDone(t, func(done func(error)) { st.dropHeld(held[:2], false, done) }) // released
 	waitDone(t, func(done func(error)) { st.dropHeld(held[2:3], true, done) }) // refused
-	if ns, _ := logSegments(logDir(path)); len(ns) == 0 {
+	if ns, _ := segfile.List(segfile.Dir(path)); len(ns) == 0 {
 		t.Fatal("nothing in the log: the test would not prove a replay")
 	}
 
 	crashed := snapshot(t, path)
 	// A write cut short by the crash, after the last acknowledged one.
-	ns, _ := logSegments(logDir(crashed))
-	f, err := os.OpenFile(logSegment(logDir(crashed), ns[len(ns)-1]), os.O_APPEND|os.O_WRONLY, 0)
+	ns, _ := segfile.List(segfile.Dir(crashed))
+	f, err := os.OpenFile(segfile.Path(segfile.Dir(crashed), ns[len(ns)-1]), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestStoreLogReplayedAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer re.close()
-	if ns, _ := logSegments(logDir(crashed)); len(ns) != 0 {
+	if ns, _ := segfile.List(segfile.Dir(crashed)); len(ns) != 0 {
 		t.Fatalf("segments %v left after the replay", ns)
 	}
 	base, entries := re.loadOutbox()
@@ -170,7 +171,7 @@ func TestStoreLogCheckpoints(t *testing.T) {
 	if inBolt != n {
 		t.Fatalf("bbolt holds %d copies, %d written", inBolt, n)
 	}
-	if ns, _ := logSegments(logDir(path)); len(ns) > 1 {
+	if ns, _ := segfile.List(segfile.Dir(path)); len(ns) > 1 {
 		t.Fatalf("segments %v left after checkpoints", ns)
 	}
 }
@@ -199,13 +200,13 @@ func TestStoreLogWriteFailureStartsNewSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.rotate()
-	ns, _ := logSegments(dir)
+	ns, _ := segfile.List(dir)
 	if len(ns) != 2 {
 		t.Fatalf("segments %v, want the failed one ended and a new one", ns)
 	}
 	var got []string
 	for _, n := range ns {
-		frames, _, err := readLogSegment(logSegment(dir, n))
+		frames, _, err := readLogSegment(segfile.Path(dir, n))
 		if err != nil {
 			t.Fatal(err)
 		}
