@@ -108,6 +108,26 @@ type logOp struct {
 	key, val     []byte
 }
 
+// apply applies op to b, its bucket.
+func (op logOp) apply(b *bolt.Bucket) error {
+	switch op.kind {
+	case opPut:
+		return b.Put(op.key, op.val)
+	case opDelete:
+		return b.Delete(op.key)
+	case opPutMax:
+		if v := b.Get(op.key); len(v) != 8 || binary.BigEndian.Uint64(v) < binary.BigEndian.Uint64(op.val) {
+			return b.Put(op.key, op.val)
+		}
+		return nil
+	case opTrim:
+		var lo, hi [8]byte
+		binary.BigEndian.PutUint64(hi[:], binary.BigEndian.Uint64(op.val))
+		return deleteRange(b, append(slices.Clone(op.key), lo[:]...), append(slices.Clone(op.key), hi[:]...))
+	}
+	return fmt.Errorf("%w: operation %d", errTornLogFrame, op.kind)
+}
+
 // trimKey names a trimmed range: the bucket and the keys' prefix.
 type trimKey struct {
 	bucket byte
@@ -186,29 +206,17 @@ func applyBodies(tx *bolt.Tx, frames [][]byte) error {
 	}
 	for tk, up := range trims {
 		b, err := bucket(tk.bucket)
-		if err != nil {
-			return err
+		if err == nil {
+			err = logOp{kind: opTrim, key: []byte(tk.prefix), val: binary.BigEndian.AppendUint64(nil, up)}.apply(b)
 		}
-		var lo, hi [8]byte
-		binary.BigEndian.PutUint64(hi[:], up)
-		if err := deleteRange(b, append([]byte(tk.prefix), lo[:]...), append([]byte(tk.prefix), hi[:]...)); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	for _, op := range inKeyOrder(live) {
 		b, err := bucket(op.bucket)
-		if err != nil {
-			return err
-		}
-		switch op.kind {
-		case opPut:
-			err = b.Put(op.key, op.val)
-		case opDelete:
-			err = b.Delete(op.key)
-		case opPutMax:
-			if v := b.Get(op.key); len(v) != 8 || binary.BigEndian.Uint64(v) < binary.BigEndian.Uint64(op.val) {
-				err = b.Put(op.key, op.val)
-			}
+		if err == nil {
+			err = op.apply(b)
 		}
 		if err != nil {
 			return err

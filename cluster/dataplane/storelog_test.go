@@ -49,7 +49,19 @@ func snapshot(t *testing.T, path string) string {
 	return dst
 }
 
-// wait runs f with a done callback and waits for it.
+// newTestStore opens a store in a fresh directory, closed with the test.
+func newTestStore(t *testing.T) (*store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), FileName)
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.close() })
+	return st, path
+}
+
+// waitDone runs f with a done callback and waits for it.
 func waitDone(t *testing.T, f func(done func(error))) {
 	t.Helper()
 	ch := make(chan error, 1)
@@ -65,12 +77,7 @@ func waitDone(t *testing.T, f func(done func(error))) {
 // once replayed, and a torn frame at the end (a write cut short) is
 // passed over.
 func TestStoreLogReplayedAfterCrash(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
-	st, err := openStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
+	st, path := newTestStore(t)
 	l := newCopyLog(1000, st)
 	for seq := uint64(1); seq <= 40; seq++ {
 		waitDone(t, func(done func(error)) { st.put(seq, []byte(fmt.Sprint("m", seq)), done) })
@@ -140,12 +147,7 @@ func TestStoreLogReplayedAfterCrash(t *testing.T) {
 // bbolt and its segments deleted while writes go on; a read of the copies
 // sees every copy acknowledged before it.
 func TestStoreLogCheckpoints(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
-	st, err := openStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
+	st, path := newTestStore(t)
 	l := newCopyLog(1<<20, st)
 	payload := bytes.Repeat([]byte("x"), 4096)
 	n := checkpointBytes/len(payload) + 500
@@ -236,22 +238,7 @@ func TestStoreLogApplyMatchesInOrder(t *testing.T) {
 	}
 	inOrder := func(tx *bolt.Tx, ops []logOp) error {
 		for _, op := range ops {
-			b := tx.Bucket(logBuckets[op.bucket])
-			var err error
-			switch op.kind {
-			case opPut:
-				err = b.Put(op.key, op.val)
-			case opDelete:
-				err = b.Delete(op.key)
-			case opPutMax:
-				if v := b.Get(op.key); len(v) != 8 || binary.BigEndian.Uint64(v) < binary.BigEndian.Uint64(op.val) {
-					err = b.Put(op.key, op.val)
-				}
-			case opTrim:
-				err = deleteRange(b, append(bytes.Clone(op.key), make([]byte, 8)...),
-					binary.BigEndian.AppendUint64(bytes.Clone(op.key), binary.BigEndian.Uint64(op.val)))
-			}
-			if err != nil {
+			if err := op.apply(tx.Bucket(logBuckets[op.bucket])); err != nil {
 				return err
 			}
 		}
@@ -391,12 +378,7 @@ func BenchmarkStoreLogCheckpoint(b *testing.B) {
 // writes, the checkpoint is tried again at most once per ckptRetry, not
 // in a loop, and once bbolt takes it again the read is whole.
 func TestStoreLogCheckpointFailure(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
-	st, err := openStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
+	st, _ := newTestStore(t)
 	l := newCopyLog(1<<20, st)
 	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketQoS2) }); err != nil {
 		t.Fatal(err)
