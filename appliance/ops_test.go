@@ -172,3 +172,18 @@ func TestStoreMetrics(t *testing.T) {
 		t.Fatalf("store commits %v -> %v: a retained QoS 1 publish was not committed", before["gantry_store_commits_total"], after["gantry_store_commits_total"])
 	}
 }
+
+// TestStoreWithdrawnMetric: the broker's count of queued deliveries taken
+// back after a failed write (broker.Stats.StoreWithdrawn, which the
+// broker's durability tests drive) is on /metrics.
+func TestStoreWithdrawnMetric(t *testing.T) {
+	n, ip := startNode(t, map[string]string{"COREFLUX_DURABILITY_ENABLED": "true", "COREFLUX_OPS_SYS_INTERVAL_SECONDS": "0"})
+	before, ok := scrape(t, ip)["gantry_store_withdrawn_total"]
+	if !ok {
+		t.Fatal("/metrics has no gantry_store_withdrawn_total")
+	}
+	n.Broker.Stats().StoreWithdrawn.Add(3)
+	if got := scrape(t, ip)["gantry_store_withdrawn_total"]; got != before+3 {
+		t.Fatalf("gantry_store_withdrawn_total = %v, want %v", got, before+3)
+	}
+}
