@@ -32,7 +32,11 @@
 // already asks for synchronised clocks). Sign stamps strictly increasing
 // timestamps per Signer, so a receiver that remembers the last timestamp
 // accepted from each sender (discovery does) also rejects replays inside
-// the window: (sender, timestamp) never repeats.
+// the window: (sender, timestamp) never repeats. A message with an id of
+// its own (a request, a data-plane link token) is made good once by a
+// ReplayCache instead (replay.go): it remembers the ids it took for twice
+// the window and refuses what was signed before it was made, since the
+// ids an earlier process took are gone with it.
 //
 // # Requests
 //
@@ -49,11 +53,15 @@
 // {request id, SHA-256 of the reply body}. So a request is good for one
 // method, one path and one node, once: the receiver checks the header
 // before it reads any of the body, refuses an id it accepted within
-// twice the window (a bounded cache: full, it refuses rather than grows,
+// twice the window and a request signed before this node started
+// (ReplayCache, replay.go: a bounded cache in memory, so a restart must
+// not open the window again; full, it refuses rather than grows,
 // ErrCacheFull), reads at most the path's limit (http.MaxBytesReader),
 // and lets at most LargeRequests bodies above LargeBody be read and
-// served at once. An id is spent once its header verified, whatever
-// follows, so a recorded header gets one body read at most. A reply is
+// served at once. An id is spent only once the body proved to be the one
+// signed, so a forged body sent first with a header read off the wire
+// does not burn the legitimate request's id; a replay of a request taken
+// already is refused before any of its body is read. A reply is
 // good for its request only: a recorded one fed to another is refused
 // (ErrNotReply), and so is a refusal's plain text, which is not signed.
 // Refusals are counted by Reason (Stats) and logged once a minute per
@@ -75,7 +83,8 @@
 //
 // A Signer is immutable after New except for the last-timestamp counter,
 // which is atomic: every method is safe for concurrent use. A nil *Signer
-// behaves as one without a secret. Requests is safe for concurrent use:
-// its mu guards the replay cache and the log limiter, its counters are
-// atomic, and a buffered channel holds the large-body slots.
+// behaves as one without a secret. A ReplayCache is safe for concurrent
+// use (its mu guards its ids). Requests is safe for concurrent use: its
+// ReplayCache holds the ids, its mu guards the log limiter, its counters
+// are atomic, and a buffered channel holds the large-body slots.
 package signing

@@ -58,21 +58,22 @@ type Reason int
 
 // Reasons of a refusal, in the order of RefusalReasons.
 const (
-	ReasonForged    Reason = iota // bad MAC, or a body that is not the one signed
-	ReasonUnsigned                // no signature, or one while this node has no secret (SharedSecret differs)
-	ReasonStale                   // timestamp outside the window
-	ReasonMalformed               // the header does not decode
-	ReasonReplayed                // a request id already accepted
-	ReasonWrongPath               // signed for another method or path
-	ReasonWrongNode               // addressed to another node
-	ReasonTooLarge                // beyond the path's limit
-	ReasonBusy                    // no slot for a large body in time
-	ReasonCacheFull               // the replay cache holds DefaultReplayEntries ids
+	ReasonForged      Reason = iota // bad MAC, or a body that is not the one signed
+	ReasonUnsigned                  // no signature, or one while this node has no secret (SharedSecret differs)
+	ReasonStale                     // timestamp outside the window
+	ReasonMalformed                 // the header does not decode
+	ReasonReplayed                  // a request id already accepted
+	ReasonWrongPath                 // signed for another method or path
+	ReasonWrongNode                 // addressed to another node
+	ReasonTooLarge                  // beyond the path's limit
+	ReasonBusy                      // no slot for a large body in time
+	ReasonCacheFull                 // the replay cache holds DefaultReplayEntries ids
+	ReasonBeforeStart               // signed before this node started (ReplayCache)
 	numReasons
 )
 
 var reasonNames = [numReasons]string{"forged", "unsigned", "stale", "malformed", "replayed", "wrong_path", "wrong_node",
-	"too_large", "busy", "cache_full"}
+	"too_large", "busy", "cache_full", "before_start"}
 
 func (r Reason) String() string { return reasonNames[r] }
 
@@ -100,6 +101,8 @@ func reasonOf(err error) Reason {
 		return ReasonBusy
 	case errors.Is(err, ErrCacheFull):
 		return ReasonCacheFull
+	case errors.Is(err, ErrBeforeStart):
+		return ReasonBeforeStart
 	}
 	return ReasonMalformed
 }
@@ -135,19 +138,12 @@ type Requests struct {
 	largeBody int64
 	largeWait time.Duration
 
-	mu      sync.Mutex           // guards seen, order, warned
-	seen    map[string]time.Time // request id → when it may be forgotten
-	order   []seenID             // the ids of seen, oldest first, from head
-	head    int
-	max     int
+	ids *ReplayCache
+
+	mu      sync.Mutex // guards warned
 	warned  [numReasons]time.Time
 	refused [numReasons]atomic.Uint64
 	taken   atomic.Uint64
-}
-
-type seenID struct {
-	id      string
-	expires time.Time
 }
 
 // NewRequests returns the request signer and checker of s.
@@ -172,7 +168,7 @@ func NewRequests(s *Signer, opts *RequestOptions) *Requests {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Requests{s: s, node: o.Node, log: o.Logger, large: make(chan struct{}, o.LargeRequests),
-		largeBody: o.LargeBody, largeWait: o.LargeWait, seen: map[string]time.Time{}, max: o.ReplayEntries}
+		largeBody: o.LargeBody, largeWait: o.LargeWait, ids: NewReplayCache(s, o.ReplayEntries)}
 }
 
 // Signer returns the Signer the requests are signed with.
@@ -256,7 +252,9 @@ func (r *Request) Done() {
 // VerifyRequest checks r as a request signed for path on this node, and
 // reads its body, at most max bytes: the signature (before any of the
 // body is read), the method and path, the node it is for, that its id
-// was not accepted before, then the body's size and hash. A body above
+// was not accepted before and that it was signed after this node started
+// (ReplayCache), then the body's size and hash; only then is the id
+// spent. A body above
 // LargeBody waits for a slot first. Every refusal is counted and logged
 // (rate-limited); answer it with WriteRefusal. The caller calls Done on
 // the request once it answered.
@@ -284,7 +282,15 @@ func (q *Requests) verifyRequest(w http.ResponseWriter, r *http.Request, path st
 	case meta.ID == "":
 		return nil, fmt.Errorf("%w: no request id", ErrMalformed)
 	}
-	if err := q.remember(meta.ID); err != nil {
+	// The id is checked here, so that a replay of a request served
+	// already costs no read, but spent only once the body proved to be
+	// the one signed (below): without TLS a header can be read off the
+	// wire, and spent here it would let a forged body sent first burn
+	// the legitimate request's id. A header whose id is not spent yet
+	// may so get several bodies read, each sent in full by whoever
+	// holds it and bounded like any other (the path's limit, the large
+	// slots); only the one signed is served.
+	if err := q.ids.Check(meta.ID, sentAt); err != nil {
 		return nil, err
 	}
 	if r.ContentLength > max {
@@ -306,6 +312,10 @@ func (q *Requests) verifyRequest(w http.ResponseWriter, r *http.Request, path st
 		if errors.As(err, &mb) {
 			return nil, fmt.Errorf("%w: %s takes at most %d bytes", ErrTooLarge, path, max)
 		}
+		return nil, err
+	}
+	if err := q.ids.Take(meta.ID, sentAt); err != nil {
+		req.Done() // taken meanwhile by the same request sent twice at once
 		return nil, err
 	}
 	req.Body = body
@@ -334,48 +344,6 @@ func (q *Requests) acquire(ctx context.Context) (func(), error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: %v", ErrBusy, ctx.Err())
 	}
-}
-
-// keep is how long an accepted id is remembered: a replay is refused by
-// the window beyond it.
-func (q *Requests) keep() time.Duration {
-	if w := q.s.Window(); w > 0 {
-		return 2 * w
-	}
-	return 2 * DefaultWindow
-}
-
-func (q *Requests) now() time.Time {
-	if q.s != nil && q.s.now != nil {
-		return q.s.now()
-	}
-	return time.Now()
-}
-
-// remember records id, refusing one seen before or a full cache.
-func (q *Requests) remember(id string) error {
-	now := q.now()
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for q.head < len(q.order) && !q.order[q.head].expires.After(now) {
-		delete(q.seen, q.order[q.head].id)
-		q.order[q.head] = seenID{}
-		q.head++
-	}
-	if q.head > len(q.order)/2 {
-		q.order = append(q.order[:0], q.order[q.head:]...)
-		q.head = 0
-	}
-	if _, ok := q.seen[id]; ok {
-		return ErrReplayed
-	}
-	if len(q.seen) >= q.max {
-		return fmt.Errorf("%w: %d ids", ErrCacheFull, q.max)
-	}
-	exp := now.Add(q.keep())
-	q.seen[id] = exp
-	q.order = append(q.order, seenID{id: id, expires: exp})
-	return nil
 }
 
 // refuse counts and logs a refusal.
@@ -513,8 +481,6 @@ func (q *Requests) Stats() RequestStats {
 	for i := range numReasons {
 		st.Refused[reasonNames[i]] = q.refused[i].Load()
 	}
-	q.mu.Lock()
-	st.Cached = len(q.seen)
-	q.mu.Unlock()
+	st.Cached = q.ids.Len()
 	return st
 }
