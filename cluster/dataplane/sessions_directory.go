@@ -169,20 +169,22 @@ func (s *Sessions) serveDirectory(req *sessionReq) {
 	s.dir[req.From] = entries
 	s.heard[req.From] = time.Now()
 	s.mu.Unlock()
-	var back []string
+	var back []dirEntry
 	for _, ss := range s.opts.Broker.PersistentSessions() {
 		e, ok := entries[ss.ClientID]
 		// Claimed there since it was claimed here: offline here, or
 		// connected on both (this node's connection was not taken over:
 		// the sender could not reach it), the newer claim wins.
 		if ok && s.sinceOf(ss.ClientID) < e.Since && (!ss.Connected || e.Connected) {
-			back = append(back, ss.ClientID)
+			back = append(back, e)
 		}
 	}
 	if len(back) > 0 {
 		go func() {
-			for _, c := range back {
-				s.returnSession(c, req.From)
+			// Each return checks the claim again when it runs: this
+			// node may have claimed the client since.
+			for _, e := range back {
+				s.returnSession(e.Client, req.From, e.Since)
 			}
 		}()
 	}

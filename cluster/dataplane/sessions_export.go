@@ -113,7 +113,7 @@ func (s *Sessions) giveBack(l *lend, why string, again bool) {
 	}
 	s.log.Warn("a lent session is back on this node", "client", l.client, "to", l.to, "why", why)
 	if again && l.claim {
-		go s.returnSession(l.client, l.to)
+		go s.returnSession(l.client, l.to, 0)
 	}
 }
 
@@ -295,18 +295,20 @@ func (s *Sessions) serveHandover(req *sessionReq) (sessionReply, error) {
 // returnSession hands client's session, which node holds now (a newer
 // claim made while this node was away, or a handover that was not
 // confirmed), over to it; on failure the session stays here and the next
-// directory push tries again.
-func (s *Sessions) returnSession(client, node string) {
-	s.mu.Lock()
-	claiming := s.claiming[client] > 0
-	s.mu.Unlock()
-	if claiming {
-		// Being claimed here: the push that asked for it was made before
-		// this claim (which is newer); the claim takes the rest.
+// directory push tries again. newer is node's claim that asked for it (a
+// directory push), 0 for a handover that was not confirmed.
+func (s *Sessions) returnSession(client, node string, newer int64) {
+	if s.outdated(client, newer) {
 		return
 	}
 	l := s.lendTo(client, node, false)
 	if l == nil {
+		return
+	}
+	if s.outdated(client, newer) {
+		// Claimed here between the check and the lend, before the
+		// claim's takeBack could see the lend.
+		s.giveBack(l, "the client connected here again", false)
 		return
 	}
 	var r sessionReply
@@ -320,4 +322,19 @@ func (s *Sessions) returnSession(client, node string) {
 		s.giveBack(l, "its new holder does not take it", false)
 	} // else: it may still be pulling; without its next request the lend ends by itself
 	s.p.warn("return-"+client, "a session stays on this node: its new holder did not take it", fmt.Errorf("%s to %s: %w", client, node, err))
+}
+
+// outdated reports whether a return of client's session asked for by a
+// claim made at newer no longer holds: the client is being claimed here
+// (the push that asked for it was made before this claim, which is newer:
+// the claim takes the rest), or was claimed here since (a claim that
+// ended after the push arrived, before its returns ran: they run one
+// after the other, each up to returnWait, and the goroutine may simply
+// be scheduled late; lending the session then took it, connected, from
+// under its client, and what was delivered to it meanwhile went to
+// nobody).
+func (s *Sessions) outdated(client string, newer int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claiming[client] > 0 || (newer != 0 && s.since[client] >= newer)
 }
