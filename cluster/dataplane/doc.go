@@ -7,10 +7,16 @@
 // configuration: an MQTT 5 connection to the peer's broker port
 // (Cluster.DataPlaneMqttPort) as the cluster user
 // (Cluster.DataPlaneUsername). Its password is a link token: a statement
-// of cluster, sender and receiver signed with SharedSecret (cluster/signing)
-// and fresh within the signing window, so a node never needs the cluster
-// user's own password; the receiver admits the token (Authenticator) and
-// passes every other login on. Only the cluster user may publish or
+// of cluster, sender, receiver and a random id signed with SharedSecret
+// (cluster/signing) and fresh within the signing window, so a node never
+// needs the cluster user's own password; the receiver admits the token
+// (Authenticator) and passes every other login on. A token admits one
+// connection: the receiver takes its id once (a signing.ReplayCache
+// over twice the window) and refuses a token signed before its process
+// started, so one read off the wire (a link without TLS) is no use once
+// its link logged in, across a restart of the receiver too; each dial
+// makes a new one. A refused token is counted with the forged frames
+// (bad, or for another node or cluster) or the replayed ones. Only the cluster user may publish or
 // subscribe under InternalPrefix (Authorizer); it publishes frames to
 // $cluster/v1/frames. A link pings every second and counts as down once
 // the peer answered nothing for 3 s (a half-open connection: the peer

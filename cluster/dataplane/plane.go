@@ -140,6 +140,9 @@ type Plane struct {
 	// requests signs and checks the session exchange's requests
 	// (sessions_directory.go): the plane's own, or the node's (UseRequests).
 	requests *signing.Requests
+	// tokens are the ids of the link tokens taken: each admits one
+	// connection (auth.go).
+	tokens *signing.ReplayCache
 }
 
 // UseRequests makes the session exchange sign and check its requests
@@ -166,6 +169,7 @@ func New(opts Options) (*Plane, error) {
 	p := &Plane{opts: opts, log: log.With("component", "dataplane", "node", opts.NodeName),
 		boot: uint64(time.Now().UnixNano()), links: map[string]*link{}}
 	p.recv.senders = map[string]*senderState{}
+	p.tokens = signing.NewReplayCache(opts.Signer, maxTokens)
 	p.requests = signing.NewRequests(opts.Signer, &signing.RequestOptions{Node: opts.NodeName, Logger: p.log})
 	if opts.DataDir != "" {
 		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
@@ -370,25 +374,6 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 
 // NeverBlocks declares the hook non-blocking (broker.NonBlocking).
 func (p *Plane) NeverBlocks() {}
-
-// token is the password a link presents to peer: a signed statement of
-// cluster, sender and receiver, fresh within the signing window.
-func (p *Plane) token(peer string) []byte {
-	return p.opts.Signer.Sign([]byte(tokenLabel + p.opts.ClusterID + "\x00" + p.opts.NodeName + "\x00" + peer))
-}
-
-// checkToken verifies a link's password.
-func (p *Plane) checkToken(password []byte) error {
-	env, err := p.opts.Signer.Verify(password)
-	if err != nil {
-		return err
-	}
-	parts := strings.Split(string(env.Payload), "\x00")
-	if len(parts) != 4 || parts[0]+"\x00" != tokenLabel || parts[1] != p.opts.ClusterID || parts[3] != p.opts.NodeName {
-		return errBadToken
-	}
-	return nil
-}
 
 // PeerStatus is one link as GET /cluster shows it.
 type PeerStatus struct {
