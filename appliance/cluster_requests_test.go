@@ -2,7 +2,9 @@ package appliance_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -92,5 +94,57 @@ func TestKeptRequestsReplayRefused(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(grepLines(a.stderr(), "refused a request"))
+	}
+}
+
+// TestLoTSelfSigned: GET /cluster/lot (a node's part of lot, which its
+// members ask each other for) answers only a request signed for it, with
+// a reply signed for that request, while GET /cluster stays open; the
+// members' own asks are taken (each sees the other's part, and nothing
+// but the unsigned GET is refused).
+func TestLoTSelfSigned(t *testing.T) {
+	nodes := clusterOf(t, 2)
+	agreeOnLeader(t, nodes, 2, 30*time.Second, "")
+	a := nodes[0]
+	resp, err := http.Get("http://" + a.ip + ":9100/cluster/lot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an unsigned GET /cluster/lot: %d, want 403", resp.StatusCode)
+	}
+	if resp, err := http.Get("http://" + a.ip + ":9100/cluster"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /cluster: %v %v, want 200 without a signature", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	q := signing.NewRequests(signing.New([]byte("a-long-random-secret"), nil), &signing.RequestOptions{Node: "broker-b"})
+	rep, err := q.Get(context.Background(), http.DefaultClient, a.ip+":9100", "/cluster/lot", "broker-a", 64<<10)
+	if err != nil || rep.Err != nil || rep.Status != http.StatusOK {
+		t.Fatalf("a signed GET /cluster/lot: %+v, %v", rep, err)
+	}
+	var self struct{ Node string }
+	if err := json.Unmarshal(rep.Body, &self); err != nil || self.Node != "broker-a" {
+		t.Fatalf("answer %q (%v), want broker-a's part", rep.Body, err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		for _, nd := range nodes {
+			v, err := lotOf(nd.ip)
+			if err != nil {
+				return err
+			}
+			for _, ns := range v.Nodes {
+				if ns.Behind {
+					return fmt.Errorf("%s says %s is behind: %s", nd.ip, ns.Node, ns.Reason)
+				}
+			}
+		}
+		return nil
+	})
+	for reason, n := range refusedMetrics(t, a.ip) {
+		if want := map[string]int{"unsigned": 1}[reason]; n != want {
+			t.Errorf("refused %s %d, want %d", reason, n, want)
+		}
 	}
 }

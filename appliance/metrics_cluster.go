@@ -47,7 +47,7 @@ var clusterMetrics = []struct {
 // the kept values.
 var (
 	reqAccepted = prometheus.NewDesc("coreflux_cluster_requests_accepted_total",
-		"Signed requests from other nodes this node accepted (peer protocol, sessions, kept values).", nil, nil)
+		"Signed requests from other nodes this node accepted (peer protocol, LoT status, sessions, kept values).", nil, nil)
 	reqRefused = prometheus.NewDesc("coreflux_cluster_requests_refused_total",
 		"Requests from other nodes refused, by reason: forged, unsigned, stale, malformed, replayed, wrong_path, wrong_node, too_large, busy, cache_full, before_start.",
 		[]string{"reason"}, nil)

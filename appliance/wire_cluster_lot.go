@@ -5,17 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gantry/cluster"
+	"gantry/cluster/signing"
 	"gantry/lot/defs"
 )
 
@@ -408,10 +409,21 @@ func (n *Node) selfLoTStatus() lotNodeStatus {
 	return st
 }
 
-// serveLoTSelf is GET /cluster/lot: this node's part of lot.
+// serveLoTSelf is GET /cluster/lot: this node's part of lot, for the
+// other members (askLoTPeer). It is signed both ways like the requests
+// between nodes: its reason may quote what applying the definitions
+// said, and its boot decides whether the LoT session, and so ON START,
+// goes on, which an answer forged by another host must not.
 func (n *Node) serveLoTSelf(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(n.selfLoTStatus())
+	q := n.Cluster.Requests()
+	req, err := q.VerifyRequest(w, r, cluster.LoTPath, 0)
+	if err != nil {
+		signing.WriteRefusal(w, err)
+		return
+	}
+	defer req.Done()
+	data, _ := json.Marshal(n.selfLoTStatus())
+	q.WriteReply(w, http.StatusOK, req, data)
 }
 
 // lotClusterStatus is lot in GET /cluster: the cluster's definitions as
@@ -449,7 +461,7 @@ func (n *Node) lotClusterStatus() *lotStatus {
 const lotPeersEvery = time.Second
 
 // refreshLoTPeers asks every other member for its part of lot (GET
-// /cluster/lot on its operations port, in parallel, briefly), until stop
+// /cluster/lot on its operations port, signed, in parallel, briefly), until stop
 // closes: GET /cluster answers from what they said, without waiting for a
 // frozen peer.
 func (n *Node) refreshLoTPeers(stop <-chan struct{}) {
@@ -495,19 +507,25 @@ func (n *Node) askLoTPeer(hc *http.Client, name string) lotNodeStatus {
 		ns.Reason = "its operations address is not known"
 		return ns
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ops+"/cluster/lot", nil)
-	resp, err := hc.Do(req)
+	rep, err := n.Cluster.Requests().Get(ctx, hc, ops, cluster.LoTPath, name, 64<<10)
 	if err != nil {
 		ns.Reason = "does not answer: " + err.Error()
 		return ns
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+	if rep.Status == http.StatusNotFound {
 		ns.mixed, ns.Reason = true, "runs a version of Gantry without replicated LoT"
 		return ns
 	}
+	if rep.Err != nil {
+		text := strings.TrimSpace(string(rep.Body))
+		if len(text) > 200 {
+			text = text[:200] + "…"
+		}
+		ns.Reason = fmt.Sprintf("answer not taken (%d %q): %v", rep.Status, text, rep.Err)
+		return ns
+	}
 	var got lotNodeStatus
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&got); err != nil {
+	if err := json.Unmarshal(rep.Body, &got); err != nil {
 		ns.Reason = "bad answer: " + err.Error()
 		return ns
 	}

@@ -433,13 +433,29 @@ const maxUnsigned = 64 << 10
 // to 64 KiB (for its text). The error is the transport's, or a signed
 // reply beyond maxReply.
 func (q *Requests) Post(ctx context.Context, c *http.Client, addr, path, to string, body []byte, maxReply int64) (Reply, error) {
-	id, sig := q.SignRequest(http.MethodPost, path, to, body)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	return q.send(ctx, c, http.MethodPost, addr, path, to, body, maxReply)
+}
+
+// Get sends GET path, signed, to node to at addr, and returns the answer
+// as Post does: for what a node tells only the other nodes.
+func (q *Requests) Get(ctx context.Context, c *http.Client, addr, path, to string, maxReply int64) (Reply, error) {
+	return q.send(ctx, c, http.MethodGet, addr, path, to, nil, maxReply)
+}
+
+func (q *Requests) send(ctx context.Context, c *http.Client, method, addr, path, to string, body []byte, maxReply int64) (Reply, error) {
+	id, sig := q.SignRequest(method, path, to, body)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
 	if err != nil {
 		return Reply{}, err
 	}
 	hr.Header.Set(RequestHeader, sig)
-	hr.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.Do(hr)
 	if err != nil {
 		return Reply{}, err
