@@ -381,8 +381,13 @@ var errStoreFailed = packet.UnspecifiedError
 // the copies confirmed a durable write, or refused.
 func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]string, r broker.Resolver) error {
 	g := p.gate
+	// Only a QoS 2 message's packet identifier is indexed (the exactly-once
+	// state of its publisher): a QoS 1 one would cost every copy an index
+	// entry and a hash of its payload for nothing.
 	var sum uint64
+	var pid uint16
 	if m.QoS == 2 && m.PacketID != 0 {
+		pid = m.PacketID
 		sum = qos2Sum(m.Topic, m.Payload)
 		if seen, part, ok := p.resentQoS2(m, sum); ok {
 			// Written to this copy before a failover: PUBREC, not routed
@@ -414,11 +419,11 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	var rep *repInfo
 	var q *quorumWrite
 	if g.opts.Gate {
-		qr := &quorumRec{rep: repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID},
-			q: quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g, pid: m.PacketID, publisher: m.ClientID}}
+		qr := &quorumRec{rep: repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: pid},
+			q: quorumWrite{res: r, deadline: now.Add(g.opts.Timeout), partition: part, g: g, pid: pid, publisher: m.ClientID}}
 		rep, q = &qr.rep, &qr.q
 	} else {
-		rep = &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: m.PacketID}
+		rep = &repInfo{partition: part, epoch: a.Epoch, copies: others, at: now.UnixNano(), pid: pid}
 	}
 	if q != nil {
 		if p.trace != nil {
@@ -452,7 +457,7 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		Origin: p.opts.NodeName, Seq: seq, Copies: others})
 	if self {
 		own := copyRec{id: copyID{origin: p.opts.NodeName, boot: p.boot, seq: seq}, at: rep.at, epoch: a.Epoch, msg: enc,
-			pid: m.PacketID, client: m.ClientID, sum: sum}
+			pid: pid, client: m.ClientID, sum: sum}
 		var done func(error)
 		if q != nil {
 			done = onWrite // the same count: one durable write

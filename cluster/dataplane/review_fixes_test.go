@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"gantry/broker"
 	"gantry/cluster/partition"
 	"gantry/cluster/wire"
@@ -308,5 +310,36 @@ func TestFrameResentAfterCopyWriteFailedDeliveredOnce(t *testing.T) {
 	}
 	if got := copiesHeld(p); fmt.Sprint(got) != "[m1 m2]" {
 		t.Fatalf("copies %q after the resend, want m1 and m2", got)
+	}
+}
+
+// TestQoS1NotIndexedAsQoS2: a QoS 1 publish's packet identifier goes
+// neither to the copies nor into the QoS 2 index (in memory or on disk):
+// only QoS 2 has exactly-once state, and indexing QoS 1 cost every copy
+// an index entry and a hash of the payload per message.
+func TestQoS1NotIndexedAsQoS2(t *testing.T) {
+	rep := &Replication{Gate: true, Timeout: time.Minute}
+	p := reviewPlane(t, "a", t.TempDir(), 8192, rep, []string{"b", "c"}, partition.Assignment{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1})
+	defer p.Stop()
+	for qos := byte(1); qos <= 2; qos++ {
+		m := &broker.Message{Topic: "t", Payload: []byte("m"), QoS: qos, PacketID: uint16(qos), ClientID: "pub", Origin: broker.OriginClient}
+		if err := p.InterceptPublish(m, make(chanResolver, 1)); err != broker.ErrDeferred {
+			t.Fatalf("QoS %d publish: %v", qos, err)
+		}
+	}
+	if err := p.store.settle(); err != nil { // both written: sendable, and in bbolt
+		t.Fatal(err)
+	}
+	_, _, _, reps := takeFor(p, "b")
+	if len(reps) != 2 || reps[0].PacketID != 0 || reps[1].PacketID != 2 {
+		t.Fatalf("packet identifiers sent to a copy: %+v, want none for QoS 1 and 2 for QoS 2", reps)
+	}
+	if _, ok := p.copies.acceptedQoS2(0, "pub", 1, 0); ok {
+		t.Fatal("the QoS 1 publish is in the QoS 2 index")
+	}
+	indexed := 0
+	p.store.db.View(func(tx *bolt.Tx) error { indexed = tx.Bucket(bucketQoS2).Stats().KeyN; return nil })
+	if indexed != 1 {
+		t.Fatalf("%d entries in the qos2 bucket, want the QoS 2 publish's only", indexed)
 	}
 }
