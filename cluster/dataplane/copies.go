@@ -304,7 +304,7 @@ func copyKey(p uint32, key uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, key)
 }
 
-// appendCopy appends r's value in the copies bucket to b.
+// appendCopy appends r's encoding in a chunk of the copies bucket to b.
 func appendCopy(b []byte, r *copyRec) []byte {
 	b = binary.AppendUvarint(b, r.epoch)
 	b = binary.AppendUvarint(b, uint64(r.at))
@@ -315,8 +315,8 @@ func appendCopy(b []byte, r *copyRec) []byte {
 	return append(b, r.msg...)
 }
 
-// decodeCopy reads a value of the copies bucket; ok is false when it is
-// not one (a damaged file), and the record is skipped.
+// decodeCopy reads a record of a chunk of the copies bucket; ok is false
+// when it is not one (a damaged file), and the record is skipped.
 func decodeCopy(v []byte) (r copyRec, ok bool) {
 	var vals [5]uint64
 	for i := range vals {
@@ -348,12 +348,17 @@ func (s *store) copyRanges() map[uint32][2]uint64 {
 			if p != ^uint32(0) {
 				next, _ = c.Seek(copyKey(p+1, 0))
 			}
+			var lv []byte
 			if next == nil {
-				lk, _ = c.Last()
+				lk, lv = c.Last()
 			} else {
-				lk, _ = c.Prev()
+				lk, lv = c.Prev()
 			}
-			out[p] = [2]uint64{first, binary.BigEndian.Uint64(lk[4:])}
+			last, ok := chunkLast(lk, lv)
+			if !ok {
+				last = binary.BigEndian.Uint64(lk[4:])
+			}
+			out[p] = [2]uint64{first, last}
 			k = next
 		}
 		return nil
@@ -368,14 +373,24 @@ func (s *store) rangeCopies(p uint32, from uint64, fn func(key uint64, r copyRec
 	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketCopies).Cursor()
-		for k, v := c.Seek(copyKey(p, from)); k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == p; k, v = c.Next() {
-			r, ok := decodeCopy(v)
-			if !ok {
-				continue
-			}
-			if !fn(binary.BigEndian.Uint64(k[4:]), r) {
-				return nil
-			}
+		k, v := findChunk(c, p, from)
+		if k == nil {
+			k, v = c.Seek(copyKey(p, from)) // none starts at or below from: the first above it
+		} else if last, ok := chunkLast(k, v); ok && last < from {
+			k, v = c.Next() // from is past that chunk
+		}
+		more := true
+		for ; more && k != nil && len(k) == 12 && binary.BigEndian.Uint32(k) == p; k, v = c.Next() {
+			chunkRecords(k, v, func(key uint64, enc []byte) bool {
+				if key < from {
+					return true // a chunk across a trim, or the one from is in
+				}
+				r, ok := decodeCopy(enc)
+				if ok {
+					more = fn(key, r)
+				}
+				return more
+			})
 		}
 		return nil
 	})
@@ -462,7 +477,7 @@ func (s *store) loadHeld() []heldRec {
 			if i < 0 || len(k) != i+17 || len(v) != 12 {
 				return nil
 			}
-			r, ok := decodeCopy(b.Get(v))
+			r, ok := getCopy(b, binary.BigEndian.Uint32(v), binary.BigEndian.Uint64(v[4:]))
 			if !ok {
 				return nil // compacted away meanwhile
 			}
@@ -501,7 +516,7 @@ func (s *store) qos2Copies(max int) map[uint32][]copyRec {
 				if len(recs) == max || len(v) < 10 {
 					continue
 				}
-				r, ok := decodeCopy(cb.Get(k))
+				r, ok := getCopy(cb, p, binary.BigEndian.Uint64(k[4:]))
 				if !ok {
 					continue // trimmed from the copies (a trim covers both)
 				}

@@ -1,9 +1,14 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"gantry/broker/store/segfile"
 )
 
 // TestCopyLogStoredCompactedReloaded: records kept per partition in
@@ -134,4 +139,77 @@ func TestCopyLogQoS2RememberedAcrossRestart(t *testing.T) {
 	}
 	defer cst.close()
 	check(newCopyLog(20, cst), "after a crash")
+}
+
+// TestCopiesOfAnEarlierBuildKept: a store an earlier build wrote (a copy
+// per key in bucket "copies", and a version 1 log segment with more of
+// them and a trim) opens with every copy it held, now in chunks, and the
+// old bucket gone.
+func TestCopiesOfAnEarlierBuildKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(seq uint64) copyRec {
+		return copyRec{id: copyID{origin: "broker-1", boot: 7, seq: seq}, at: int64(seq), epoch: 2, msg: []byte(fmt.Sprint("m", seq))}
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket(bucketLegacyCopies)
+		for key := uint64(1); key <= 5 && err == nil; key++ {
+			r := rec(key)
+			err = b.Put(copyKey(3, key), appendCopy(nil, &r))
+		}
+		return err
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The earlier build's log: copies 6 and 7, and a trim of 1 and 2.
+	var f frame
+	start := f.begin()
+	for key := uint64(6); key <= 7; key++ {
+		r := rec(key)
+		f.op(opPut, lbCopies, copyKey(3, key), appendCopy(nil, &r))
+	}
+	f.op(opTrim, lbCopies, binary.BigEndian.AppendUint32(nil, 3), binary.BigEndian.AppendUint64(nil, 2))
+	f.end(start)
+	dir := segfile.Dir(path)
+	seg, err := segfile.Create(dir, 1, binary.BigEndian.AppendUint32([]byte(logMagic), 1))
+	if err == nil {
+		_, err = seg.WriteAt(f.b, logHeaderSize)
+		seg.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if got := st.copyRanges()[3]; got != [2]uint64{3, 7} {
+		t.Fatalf("partition 3 holds keys %v, want 3 to 7", got)
+	}
+	l := newCopyLog(1000, st)
+	var got []string
+	if err := l.records(3, 0, func(key uint64, r copyRec) bool {
+		if want := rec(key); r.id != want.id || r.at != want.at || r.epoch != want.epoch || string(r.msg) != string(want.msg) {
+			t.Errorf("copy %d read as %+v, written as %+v", key, r, want)
+		}
+		got = append(got, fmt.Sprint(key))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[3 4 5 6 7]" {
+		t.Fatalf("copies read %v, want 3 to 7", got)
+	}
+	st.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketLegacyCopies) != nil {
+			t.Error("the earlier build's bucket is still there")
+		}
+		return nil
+	})
 }

@@ -145,7 +145,8 @@
 // its publisher's partition (partition.For(client id), the committed map
 // handed over by SetMap): its record in this node's stream names the
 // partition and its epoch, goes to every other copy whether it wants the
-// topic or not, and a copy stores it in its copy log (copies bucket) in the
+// topic or not, and a copy stores it in its copy log (chunks of the
+// copychunks bucket, copychunks.go) in the
 // same group commit as its deliveries, before it confirms the frame. The
 // publisher's acknowledgement (broker.ErrDeferred) waits until own write
 // (when this node is a copy) plus confirmations reach a majority of the

@@ -2,9 +2,11 @@ package dataplane
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,17 +23,20 @@ const FileName = "dataplane.db"
 
 // Buckets of the store.
 var (
-	bucketMeta    = []byte("meta")     // "boot": stream identity; "base": records up to it are gone
-	bucketOutbox  = []byte("outbox")   // seq (8 bytes, big-endian) → encoded message
-	bucketCursors = []byte("cursors")  // peer name → highest seq it confirmed
-	bucketInbox   = []byte("inbox")    // sender name → boot, highest seq delivered from it
-	bucketRetain  = []byte("retained") // topic → version of the retained value stored (counter, node)
-	bucketCopies  = []byte("copies")   // partition (4 bytes) + key (8 bytes) → a record of its copy (copies.go)
-	bucketHeld    = []byte("held")     // origin, 0, boot, seq → its copies key: copies not delivered yet (heldKey)
-	bucketQoS2    = []byte("qos2")     // a QoS 2 copy's copies key → its publisher's packet id, qos2Sum and client id
-	keyBoot       = []byte("boot")
-	keyBase       = []byte("base")
-	keyLease      = []byte("lease") // the highest record number reserved: peers may hold numbers up to it
+	bucketMeta    = []byte("meta")       // "boot": stream identity; "base": records up to it are gone
+	bucketOutbox  = []byte("outbox")     // seq (8 bytes, big-endian) → encoded message
+	bucketCursors = []byte("cursors")    // peer name → highest seq it confirmed
+	bucketInbox   = []byte("inbox")      // sender name → boot, highest seq delivered from it
+	bucketRetain  = []byte("retained")   // topic → version of the retained value stored (counter, node)
+	bucketCopies  = []byte("copychunks") // partition (4 bytes) + first key (8 bytes) → a chunk of its copy's records (copychunks.go)
+	bucketHeld    = []byte("held")       // origin, 0, boot, seq → its copies key: copies not delivered yet (heldKey)
+	bucketQoS2    = []byte("qos2")       // a QoS 2 copy's copies key → its publisher's packet id, qos2Sum and client id
+	// bucketLegacyCopies is where an earlier build kept the copies, a
+	// record per key; openStore moves them into chunks.
+	bucketLegacyCopies = []byte("copies")
+	keyBoot            = []byte("boot")
+	keyBase            = []byte("base")
+	keyLease           = []byte("lease") // the highest record number reserved: peers may hold numbers up to it
 )
 
 // store keeps the outbox, the peers' cursors and what was received from
@@ -67,6 +72,10 @@ type store struct {
 	busy    bool            // a checkpoint runs
 	ckpt    chan ckptResult // a finished checkpoint
 	scratch []byte          // an encoded copy or held key
+	// chunkRecs and chunkOrder sort a group's copies into chunks
+	// (encodeGroup; the writer goroutine's, reused).
+	chunkRecs  map[uint32][]keyedCopy
+	chunkOrder []uint32
 	// ckptFailures counts checkpoints bbolt refused (retried later; the
 	// log keeps their writes meanwhile).
 	ckptFailures atomic.Uint64
@@ -120,6 +129,9 @@ func openStore(path string) (*store, error) {
 	})
 	if err == nil {
 		s.log.num, err = replayLog(db, s.log.dir)
+	}
+	if err == nil {
+		err = db.Update(migrateLegacyCopies)
 	}
 	if err != nil {
 		db.Close()
@@ -508,12 +520,35 @@ func (s *store) encodeGroup(records []pendingRecord, trimTo uint64, cursors map[
 		binary.BigEndian.PutUint64(v[8:], x[1])
 		f.op(opPut, lbInbox, []byte(sender), v[:])
 	}
+	// A chunk per partition (copychunks.go): the group's records of each
+	// partition, in key order (two writers may have queued theirs in the
+	// other order), then the held and QoS 2 entries, which name records.
+	s.chunkOrder = s.chunkOrder[:0]
 	for _, pc := range copies {
+		if len(pc.recs) == 0 {
+			continue
+		}
+		recs := s.chunkRecs[pc.p] // empty since the last group
+		if len(recs) == 0 {
+			s.chunkOrder = append(s.chunkOrder, pc.p)
+		}
 		for i := range pc.recs {
-			r := &pc.recs[i]
-			ck := putCopyKey(k[:12], pc.p, pc.keys[i])
-			s.scratch = appendCopy(s.scratch[:0], r)
-			f.op(opPut, lbCopies, ck, s.scratch)
+			recs = append(recs, keyedCopy{key: pc.keys[i], r: &pc.recs[i]})
+		}
+		if s.chunkRecs == nil {
+			s.chunkRecs = map[uint32][]keyedCopy{}
+		}
+		s.chunkRecs[pc.p] = recs
+	}
+	for _, p := range s.chunkOrder {
+		recs := s.chunkRecs[p]
+		if !slices.IsSortedFunc(recs, func(a, b keyedCopy) int { return cmp.Compare(a.key, b.key) }) {
+			slices.SortFunc(recs, func(a, b keyedCopy) int { return cmp.Compare(a.key, b.key) })
+		}
+		s.scratch = appendChunks(recs, p, s.scratch, func(key, val []byte) { f.op(opPut, lbCopies, key, val) })
+		for _, kc := range recs {
+			r := kc.r
+			ck := putCopyKey(k[:12], p, kc.key)
 			if r.hold {
 				s.scratch = appendHeldKey(s.scratch[:0], r.id)
 				f.op(opPut, lbHeld, s.scratch, ck)
@@ -523,6 +558,10 @@ func (s *store) encodeGroup(records []pendingRecord, trimTo uint64, cursors map[
 				f.op(opPut, lbQoS2, ck, s.scratch)
 			}
 		}
+		clear(recs)
+		s.chunkRecs[p] = recs[:0]
+	}
+	for _, pc := range copies {
 		if pc.trimTo > 0 {
 			binary.BigEndian.PutUint32(k[:4], pc.p)
 			binary.BigEndian.PutUint64(v[:8], pc.trimTo)
@@ -536,7 +575,7 @@ func (s *store) encodeGroup(records []pendingRecord, trimTo uint64, cursors map[
 		f.op(opDelete, lbHeld, hk, nil)
 	}
 	for _, ck := range copiesGone {
-		f.op(opDelete, lbCopies, ck, nil)
+		f.op(opDrop, lbCopies, ck, nil)
 		f.op(opDelete, lbQoS2, ck, nil)
 	}
 	if leaseTo > 0 {

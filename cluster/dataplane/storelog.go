@@ -29,11 +29,16 @@ import (
 // peer confirmed at once, is then put and deleted inside one transaction:
 // bbolt writes neither.
 //
-// A segment is a header (magic "GDPL", big-endian u32 version 1) and then
+// A segment is a header (magic "GDPL", big-endian u32 version 2) and then
 // frames: little-endian u32 body length, u32 CRC-32C of the body, body.
 // A body is a sequence of operations, each a kind byte, a bucket byte, the
 // key (uvarint length, bytes) and, for opPut and opPutMax, the value, for
 // opTrim the highest number to delete (uvarint length 8, big-endian u64).
+// The copies bucket holds chunks (copychunks.go): there opTrim deletes the
+// chunks that end at or below it, and opDrop removes one record from its
+// chunk. Version 1, an earlier build's, put a record per key in the
+// copies bucket: its segments are replayed into that bucket
+// (bucketLegacyCopies), which openStore then moves into chunks.
 //
 // Open replays the segments in order into bbolt before it reads anything,
 // then deletes them. A frame cut short or with a bad checksum ends its
@@ -45,7 +50,7 @@ import (
 // key wins as it did the first time.
 const (
 	logMagic        = "GDPL"
-	logVersion      = 1
+	logVersion      = 2
 	logHeaderSize   = 8
 	checkpointBytes = 8 << 20 // a checkpoint once the log holds this much
 )
@@ -56,10 +61,12 @@ const (
 	opDelete = 2 // delete key
 	opTrim   = 3 // delete every key that is key (a prefix) and then a big-endian u64 up to value's
 	opPutMax = 4 // put an 8-byte big-endian value unless the stored one is at least as large
+	opDrop   = 5 // remove the record key names from its chunk (the copies bucket)
 )
 
 // Buckets by their number in a frame.
-var logBuckets = [...][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld, bucketQoS2}
+var logBuckets = [...][]byte{bucketMeta, bucketOutbox, bucketCursors, bucketInbox, bucketRetain, bucketCopies, bucketHeld, bucketQoS2,
+	bucketLegacyCopies}
 
 const (
 	lbMeta = iota
@@ -70,6 +77,7 @@ const (
 	lbCopies
 	lbHeld
 	lbQoS2
+	lbLegacyCopies // only a version 1 segment's copies, replayed
 )
 
 var errTornLogFrame = errors.New("dataplane: torn or damaged log frame")
@@ -84,7 +92,7 @@ func (f *frame) op(kind, bucket byte, key, val []byte) {
 	f.b = append(f.b, kind, bucket)
 	f.b = binary.AppendUvarint(f.b, uint64(len(key)))
 	f.b = append(f.b, key...)
-	if kind != opDelete {
+	if kind != opDelete && kind != opDrop {
 		f.b = binary.AppendUvarint(f.b, uint64(len(val)))
 		f.b = append(f.b, val...)
 	}
@@ -115,12 +123,17 @@ func (op logOp) apply(b *bolt.Bucket) error {
 		return b.Put(op.key, op.val)
 	case opDelete:
 		return b.Delete(op.key)
+	case opDrop:
+		return dropFromChunk(b, op.key)
 	case opPutMax:
 		if v := b.Get(op.key); len(v) != 8 || binary.BigEndian.Uint64(v) < binary.BigEndian.Uint64(op.val) {
 			return b.Put(op.key, op.val)
 		}
 		return nil
 	case opTrim:
+		if op.bucket == lbCopies {
+			return trimChunks(b, op.key, binary.BigEndian.Uint64(op.val))
+		}
 		var lo, hi [8]byte
 		binary.BigEndian.PutUint64(hi[:], binary.BigEndian.Uint64(op.val))
 		return deleteRange(b, append(slices.Clone(op.key), lo[:]...), append(slices.Clone(op.key), hi[:]...))
@@ -150,26 +163,30 @@ func applyFrames(tx *bolt.Tx, b []byte) error {
 	if torn {
 		return errTornLogFrame
 	}
-	return applyBodies(tx, frames)
+	return applyBodies(tx, frames, logVersion)
 }
 
-// applyBodies is applyFrames on the frames' bodies.
-func applyBodies(tx *bolt.Tx, frames [][]byte) error {
+// applyBodies is applyFrames on the frames' bodies, of a segment of
+// version.
+func applyBodies(tx *bolt.Tx, frames [][]byte, version uint32) error {
 	size := 0
 	for _, body := range frames {
 		size += len(body)
 	}
-	ops := make([]logOp, 0, size/32) // an operation takes at least 4 bytes, a stream record or a copy far more
+	// An operation takes at least 4 bytes; a stream record, a chunk or a
+	// held key far more. The estimate is low rather than high: an
+	// allocation of megabytes is zeroed whole.
+	ops := make([]logOp, 0, size/128)
 	for _, body := range frames {
 		var err error
-		if ops, err = parseFrame(ops, body); err != nil {
+		if ops, err = parseFrame(ops, body, version); err != nil {
 			return err
 		}
 	}
 	trims := map[trimKey]uint64{} // the highest trim after the operation at hand
 	seen := make(map[string]struct{}, len(ops)/4)
 	var sk []byte
-	live := make([]logOp, 0, len(ops))
+	live := make([]logOp, 0, len(ops)/2)
 	for i := len(ops) - 1; i >= 0; i-- {
 		op := ops[i]
 		switch op.kind {
@@ -177,15 +194,26 @@ func applyBodies(tx *bolt.Tx, frames [][]byte) error {
 			tk := trimKey{op.bucket, string(op.key)}
 			trims[tk] = max(trims[tk], binary.BigEndian.Uint64(op.val))
 			continue
-		case opPutMax:
-			live = append(live, op) // each may raise the value: none overrides another
+		case opPutMax, opDrop:
+			// opPutMax: each may raise the value, none overrides
+			// another; opDrop: the chunk it changes may be across a later
+			// trim, which keeps it, and a drop twice is one.
+			live = append(live, op)
 			continue
 		}
 		// A later trim first: it covers most stream records, and is
-		// cheaper than remembering the key.
+		// cheaper than remembering the key. A chunk goes only when all of
+		// it is below the trim.
 		if n := len(op.key); n >= 8 && len(trims) > 0 {
-			if up, ok := trims[trimKey{op.bucket, string(op.key[:n-8])}]; ok && binary.BigEndian.Uint64(op.key[n-8:]) <= up {
-				continue
+			if up, ok := trims[trimKey{op.bucket, string(op.key[:n-8])}]; ok {
+				last := binary.BigEndian.Uint64(op.key[n-8:])
+				if op.bucket == lbCopies && op.kind == opPut {
+					last, _ = chunkLast(op.key, op.val) // a damaged chunk: as its first key
+					last = max(last, binary.BigEndian.Uint64(op.key[n-8:]))
+				}
+				if last <= up {
+					continue
+				}
 			}
 		}
 		sk = append(append(sk[:0], op.bucket), op.key...)
@@ -207,7 +235,7 @@ func applyBodies(tx *bolt.Tx, frames [][]byte) error {
 	for tk, up := range trims {
 		b, err := bucket(tk.bucket)
 		if err == nil {
-			err = logOp{kind: opTrim, key: []byte(tk.prefix), val: binary.BigEndian.AppendUint64(nil, up)}.apply(b)
+			err = logOp{kind: opTrim, bucket: tk.bucket, key: []byte(tk.prefix), val: binary.BigEndian.AppendUint64(nil, up)}.apply(b)
 		}
 		if err != nil {
 			return err
@@ -226,11 +254,12 @@ func applyBodies(tx *bolt.Tx, frames [][]byte) error {
 }
 
 // inKeyOrder returns live (in reverse log order; at most one operation
-// per key but for opPutMax, whose operations commute) in key order, per
-// bucket. It groups them by bucket and key prefix (a key but its last 8
-// bytes: the number its writer gives, in ascending order), so that each
-// group is in order already and only one that is not is sorted: sorting
-// them all took a quarter of a checkpoint.
+// per key but for opPutMax, whose operations commute, and opDrop, which
+// may name a chunk's first key and must follow its put) in key order, per
+// bucket, and in log order for one key. It groups them by bucket and key
+// prefix (a key but its last 8 bytes: the number its writer gives, in
+// ascending order), so that each group is in order already and only one
+// that is not is sorted: sorting them all took a quarter of a checkpoint.
 func inKeyOrder(live []logOp) []logOp {
 	type group struct {
 		bucket byte
@@ -268,23 +297,27 @@ func inKeyOrder(live []logOp) []logOp {
 	out := live[:0]
 	for _, g := range groups {
 		if !slices.IsSortedFunc(g.ops, byKey) {
-			slices.SortFunc(g.ops, byKey)
+			slices.SortStableFunc(g.ops, byKey)
 		}
 		out = append(out, g.ops...)
 	}
 	return out
 }
 
-// parseFrame appends a frame's operations to ops, checking each.
-func parseFrame(ops []logOp, body []byte) ([]logOp, error) {
+// parseFrame appends the operations of a frame of a segment of version
+// to ops, checking each.
+func parseFrame(ops []logOp, body []byte, version uint32) ([]logOp, error) {
 	for len(body) > 0 {
 		if len(body) < 2 {
 			return ops, errTornLogFrame
 		}
 		op := logOp{kind: body[0], bucket: body[1]}
 		body = body[2:]
-		if int(op.bucket) >= len(logBuckets) {
+		if op.bucket >= lbLegacyCopies {
 			return ops, fmt.Errorf("%w: bucket %d", errTornLogFrame, op.bucket)
+		}
+		if version == 1 && op.bucket == lbCopies {
+			op.bucket = lbLegacyCopies // a record per key (copychunks.go)
 		}
 		var ok bool
 		if op.key, body, ok = cutBytes(body); !ok {
@@ -293,6 +326,12 @@ func parseFrame(ops []logOp, body []byte) ([]logOp, error) {
 		switch op.kind {
 		case opPut:
 		case opDelete:
+			ops = append(ops, op)
+			continue
+		case opDrop:
+			if op.bucket != lbCopies || version < 2 {
+				return ops, fmt.Errorf("%w: a drop in bucket %d", errTornLogFrame, op.bucket)
+			}
 			ops = append(ops, op)
 			continue
 		case opPutMax, opTrim:
@@ -401,20 +440,20 @@ func (l *segLog) rotate() uint64 {
 }
 
 // readLogSegment returns the frame bodies of a segment up to the first
-// torn one.
-func readLogSegment(path string) (frames [][]byte, torn bool, err error) {
+// torn one, and its version.
+func readLogSegment(path string) (frames [][]byte, version uint32, torn bool, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	if len(raw) < logHeaderSize || string(raw[:4]) != logMagic {
-		return nil, true, nil // created but its header never reached the disk
+		return nil, logVersion, true, nil // created but its header never reached the disk
 	}
-	if v := binary.BigEndian.Uint32(raw[4:8]); v != logVersion {
-		return nil, false, fmt.Errorf("dataplane: log segment %s has version %d, this build reads %d", path, v, logVersion)
+	if version = binary.BigEndian.Uint32(raw[4:8]); version != logVersion && version != 1 {
+		return nil, 0, false, fmt.Errorf("dataplane: log segment %s has version %d, this build reads 1 and %d", path, version, logVersion)
 	}
 	frames, torn = splitFrames(raw[logHeaderSize:])
-	return frames, torn, nil
+	return frames, version, torn, nil
 }
 
 // replayLog applies the segments of dir to db, then deletes them, and
@@ -425,14 +464,21 @@ func replayLog(db *bolt.DB, dir string) (uint64, error) {
 		return 0, err
 	}
 	for _, n := range ns {
-		frames, _, err := readLogSegment(segfile.Path(dir, n))
+		frames, version, _, err := readLogSegment(segfile.Path(dir, n))
 		if err != nil {
 			return 0, err
 		}
 		if len(frames) == 0 {
 			continue
 		}
-		err = db.Update(func(tx *bolt.Tx) error { return applyBodies(tx, frames) })
+		err = db.Update(func(tx *bolt.Tx) error {
+			if version == 1 {
+				if _, err := tx.CreateBucketIfNotExists(bucketLegacyCopies); err != nil {
+					return err
+				}
+			}
+			return applyBodies(tx, frames, version)
+		})
 		if err != nil {
 			return 0, fmt.Errorf("dataplane: replaying log segment %s: %w", segfile.Path(dir, n), err)
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,8 +168,10 @@ func TestStoreLogCheckpoints(t *testing.T) {
 	// of the checkpoints are gone (at most the one being written stays).
 	inBolt := 0
 	st.db.View(func(tx *bolt.Tx) error {
-		inBolt = tx.Bucket(bucketCopies).Stats().KeyN
-		return nil
+		return tx.Bucket(bucketCopies).ForEach(func(k, v []byte) error {
+			chunkRecords(k, v, func(uint64, []byte) bool { inBolt++; return true })
+			return nil
+		})
 	})
 	if inBolt != n {
 		t.Fatalf("bbolt holds %d copies, %d written", inBolt, n)
@@ -208,7 +211,7 @@ func TestStoreLogWriteFailureStartsNewSegment(t *testing.T) {
 	}
 	var got []string
 	for _, n := range ns {
-		frames, _, err := readLogSegment(segfile.Path(dir, n))
+		frames, _, _, err := readLogSegment(segfile.Path(dir, n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,16 +228,56 @@ func TestStoreLogWriteFailureStartsNewSegment(t *testing.T) {
 // later operation overrides left out, trims first, the rest in key order)
 // leaves bbolt exactly as applying every operation in order does, over
 // random histories of puts, deletes, trims and raised maxima on keys
-// that collide, starting from a state earlier checkpoints left.
+// that collide, and of the copies' chunks put, trimmed and dropped from as
+// their writer does (each chunk put once, of keys no other chunk has; a
+// drop of a record of a chunk put before), starting from a state earlier
+// checkpoints left. For the copies "exactly" is per record above each
+// partition's highest trim: a chunk across a trim stays whole, so which
+// records below it are left depends on the order of the trims and drops
+// around it (they are accepted copies older than the bound, which readers
+// pass over); a dropped record is never left, anywhere.
 func TestStoreLogApplyMatchesInOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	key := func() (byte, []byte) {
-		b := byte(lbOutbox + rng.IntN(2)*(lbCopies-lbOutbox))
+		b := byte(lbOutbox + rng.IntN(2)*(lbQoS2-lbOutbox))
 		var k []byte
-		if b == lbCopies {
+		if b == lbQoS2 {
 			k = binary.BigEndian.AppendUint32(k, uint32(rng.IntN(3)))
 		}
 		return b, binary.BigEndian.AppendUint64(k, uint64(rng.IntN(40)))
+	}
+	// chunkOp is one operation on the copies: a new chunk of partition
+	// p (slots of 8 keys, each used once, a few records in each), a drop
+	// of one of the records put so far, or a trim.
+	var slots [3]uint64
+	var written [][]byte         // copy keys of the records put
+	var trimmed [3]uint64        // the highest trim of each partition
+	dropped := map[string]bool{} // copy keys dropped
+	chunkOp := func(round, i int) logOp {
+		p := uint32(rng.IntN(3))
+		switch r := rng.IntN(10); {
+		case r < 5 || len(written) == 0:
+			first := slots[p]*8 + uint64(rng.IntN(3))
+			slots[p]++
+			var recs []keyedCopy
+			for key := first; key < (slots[p])*8; key += 1 + uint64(rng.IntN(3)) {
+				recs = append(recs, keyedCopy{key: key, r: &copyRec{id: copyID{origin: "o", boot: 1, seq: key}, msg: []byte(fmt.Sprint(round, "-", i))}})
+				written = append(written, copyKey(p, key))
+			}
+			var op logOp
+			appendChunks(recs, p, nil, func(k, v []byte) {
+				op = logOp{kind: opPut, bucket: lbCopies, key: slices.Clone(k), val: slices.Clone(v)}
+			})
+			return op
+		case r < 8:
+			ck := written[rng.IntN(len(written))]
+			dropped[string(ck)] = true
+			return logOp{kind: opDrop, bucket: lbCopies, key: ck}
+		default:
+			up := max(slots[p]*8, 12) - uint64(rng.IntN(12))
+			trimmed[p] = max(trimmed[p], up)
+			return logOp{kind: opTrim, bucket: lbCopies, key: binary.BigEndian.AppendUint32(nil, p), val: binary.BigEndian.AppendUint64(nil, up)}
+		}
 	}
 	inOrder := func(tx *bolt.Tx, ops []logOp) error {
 		for _, op := range ops {
@@ -248,9 +291,25 @@ func TestStoreLogApplyMatchesInOrder(t *testing.T) {
 		var out []string
 		db.View(func(tx *bolt.Tx) error {
 			for _, name := range logBuckets {
+				if tx.Bucket(name) == nil {
+					continue // the legacy copies: none here
+				}
 				tx.Bucket(name).ForEach(func(k, v []byte) error {
 					if bytes.Equal(k, keyBoot) {
 						return nil // each store's own
+					}
+					if bytes.Equal(name, bucketCopies) {
+						p := binary.BigEndian.Uint32(k)
+						chunkRecords(k, v, func(key uint64, enc []byte) bool {
+							if dropped[string(copyKey(p, key))] {
+								t.Errorf("dropped copy %d/%d left", p, key)
+							}
+							if key > trimmed[p] {
+								out = append(out, fmt.Sprintf("%s/%d/%d=%x", name, p, key, enc))
+							}
+							return true
+						})
+						return nil
 					}
 					out = append(out, fmt.Sprintf("%s/%x=%x", name, k, v))
 					return nil
@@ -276,10 +335,14 @@ func TestStoreLogApplyMatchesInOrder(t *testing.T) {
 	}
 	for round := range 100 {
 		var before, ops []logOp
+		slots, written, trimmed = [3]uint64{}, nil, [3]uint64{}
+		clear(dropped)
 		for i := range 120 {
 			b, k := key()
 			op := logOp{bucket: b, key: k, val: []byte(fmt.Sprint(round, "-", i))}
-			switch r := rng.IntN(10); {
+			switch r := rng.IntN(13); {
+			case r >= 10:
+				op = chunkOp(round, i)
 			case r < 5:
 				op.kind = opPut
 			case r < 7:
@@ -323,31 +386,40 @@ func TestStoreLogApplyMatchesInOrder(t *testing.T) {
 }
 
 // BenchmarkStoreLogCheckpoint is one checkpoint of a quorum load's log as
-// an origin that is also a copy writes it: per message a stream record
-// (trimmed a few groups later), its own copy in one of 16 partitions, and
-// on another node's copies a held copy released the group after.
+// an origin that is also a copy writes it (encodeGroup, as its writer
+// does): per message a stream record (trimmed a few groups later), its own
+// copy in one of 16 partitions, and on another node's copies a held copy
+// released the group after.
 func BenchmarkStoreLogCheckpoint(b *testing.B) {
-	const msgs, group = 20000, 64
-	var f frame
+	const msgs, group, parts = 20000, 64, 16
+	enc := &store{}
 	msg := bytes.Repeat([]byte("m"), 60)
-	var k [12]byte
 	for g := 0; g < msgs/group; g++ {
-		start := f.begin()
+		var records []pendingRecord
+		var copies []pendingCopies
+		var heldGone [][]byte
 		for i := g * group; i < (g+1)*group; i++ {
 			seq := uint64(i + 1)
-			f.op(opPut, lbOutbox, binary.BigEndian.AppendUint64(nil, seq), msg)
-			r := copyRec{id: copyID{origin: "broker-1", boot: 1, seq: seq}, msg: msg}
-			f.op(opPut, lbCopies, putCopyKey(k[:], uint32(i%16), seq), appendCopy(nil, &r))
-			f.op(opPut, lbHeld, appendHeldKey(nil, copyID{origin: "broker-2", boot: 1, seq: seq}), k[:])
+			records = append(records, pendingRecord{seq: seq, msg: msg})
+			own := copyRec{id: copyID{origin: "broker-1", boot: 1, seq: seq}, msg: msg}
+			held := copyRec{id: copyID{origin: "broker-2", boot: 1, seq: seq}, msg: msg, hold: true}
+			// Keys per partition: the group's records of each are
+			// consecutive, two per message (its own and the other's).
+			key := uint64(g*group/parts*2 + (i-g*group)/parts*2 + 1)
+			copies = append(copies, pendingCopies{p: uint32(i % parts), keys: []uint64{key, key + 1}, recs: []copyRec{own, held}})
 			if g > 0 {
-				f.op(opDelete, lbHeld, appendHeldKey(nil, copyID{origin: "broker-2", boot: 1, seq: seq - group}), nil)
+				heldGone = append(heldGone, heldKey(copyID{origin: "broker-2", boot: 1, seq: seq - group}))
 			}
 		}
+		var trimTo uint64
 		if g > 2 {
-			f.op(opTrim, lbOutbox, nil, binary.BigEndian.AppendUint64(nil, uint64((g-2)*group)))
+			trimTo = uint64((g - 2) * group)
 		}
-		f.end(start)
+		start := enc.frames.begin()
+		enc.encodeGroup(records, trimTo, nil, nil, copies, heldGone, nil, 0, nil)
+		enc.frames.end(start)
 	}
+	f := enc.frames
 	b.ReportAllocs()
 	for i := range b.N {
 		b.StopTimer()
