@@ -213,7 +213,9 @@ func (n *Node) Start() error {
 		}
 		// Operations requests are short (and the peer protocol of the
 		// cluster arrives here): a client trickling a request body must
-		// not hold a goroutine.
+		// not hold a goroutine. A signed large body of the peer protocol
+		// is given the time its length takes (signing.Requests moves the
+		// deadlines for it), at most two at once.
 		n.serveHTTP(l, n.opsHandler(), func(s *http.Server) {
 			s.ReadTimeout, s.WriteTimeout, s.IdleTimeout = 10*time.Second, 30*time.Second, 2*time.Minute
 		})

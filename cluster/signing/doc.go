@@ -58,7 +58,9 @@
 // not open the window again; full, it refuses rather than grows,
 // ErrCacheFull), reads at most the path's limit (http.MaxBytesReader),
 // and lets at most LargeRequests bodies above LargeBody be read and
-// served at once. An id is spent only once the body proved to be the one
+// served at once; such a body, and a reply above LargeBody, is given the
+// time its length takes at BodyRate (the connection's deadlines moved),
+// since the operations server's timeouts are meant for small requests. An id is spent only once the body proved to be the one
 // signed, so a forged body sent first with a header read off the wire
 // does not burn the legitimate request's id; a replay of a request taken
 // already is refused before any of its body is read. A reply is

@@ -38,6 +38,13 @@ const (
 	DefaultLargeBody     = 1 << 20
 	DefaultLargeRequests = 2
 	DefaultLargeWait     = 5 * time.Second
+	DefaultBodyRate      = 256 << 10 // bytes per second: about 2 Mbit/s
+	DefaultBodyWait      = 10 * time.Second
+	// serveWait is how long a large request may take to be served and
+	// answered once its body is read: the operations server's own
+	// WriteTimeout, which counts from the end of the request's header
+	// and so is spent by a long read.
+	serveWait = 30 * time.Second
 )
 
 // Errors of VerifyRequest and VerifyReply, besides Verify's own
@@ -124,6 +131,13 @@ type RequestOptions struct {
 	// LargeWait is how long a large request waits for a slot before it
 	// is refused (ErrBusy). 0 means DefaultLargeWait.
 	LargeWait time.Duration
+	// A large body (one that takes a slot), and a reply above LargeBody,
+	// may take BodyWait plus its length at BodyRate to arrive or leave:
+	// the server's read and write deadlines are moved for it (the
+	// operations server's ReadTimeout is meant for small requests). 0
+	// means DefaultBodyRate, DefaultBodyWait.
+	BodyRate int64
+	BodyWait time.Duration
 	// Logger takes the refusals, at most one line a minute per reason.
 	Logger *slog.Logger
 }
@@ -137,6 +151,8 @@ type Requests struct {
 	large     chan struct{} // a slot per large body being read or served
 	largeBody int64
 	largeWait time.Duration
+	bodyRate  int64
+	bodyWait  time.Duration
 
 	ids *ReplayCache
 
@@ -164,11 +180,18 @@ func NewRequests(s *Signer, opts *RequestOptions) *Requests {
 	if o.LargeWait <= 0 {
 		o.LargeWait = DefaultLargeWait
 	}
+	if o.BodyRate <= 0 {
+		o.BodyRate = DefaultBodyRate
+	}
+	if o.BodyWait <= 0 {
+		o.BodyWait = DefaultBodyWait
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Requests{s: s, node: o.Node, log: o.Logger, large: make(chan struct{}, o.LargeRequests),
-		largeBody: o.LargeBody, largeWait: o.LargeWait, ids: NewReplayCache(s, o.ReplayEntries)}
+		largeBody: o.LargeBody, largeWait: o.LargeWait, bodyRate: o.BodyRate, bodyWait: o.BodyWait,
+		ids: NewReplayCache(s, o.ReplayEntries)}
 }
 
 // Signer returns the Signer the requests are signed with.
@@ -301,6 +324,14 @@ func (q *Requests) verifyRequest(w http.ResponseWriter, r *http.Request, path st
 		if req.done, err = q.acquire(r.Context()); err != nil {
 			return nil, err
 		}
+		// Only here, for a signed request holding a slot: a slow client
+		// without the secret, or on a small path, keeps the server's
+		// ReadTimeout, and at most LargeRequests bodies take this long.
+		size := r.ContentLength
+		if size < 0 {
+			size = max
+		}
+		q.extend(w, size, true)
 	}
 	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength)
 	if err == nil && bodyHash(body) != meta.Body {
@@ -320,6 +351,26 @@ func (q *Requests) verifyRequest(w http.ResponseWriter, r *http.Request, path st
 	}
 	req.Body = body
 	return req, nil
+}
+
+// transferTime is how long size bytes may take on the slowest link
+// served: BodyWait plus size at BodyRate.
+func (q *Requests) transferTime(size int64) time.Duration {
+	return q.bodyWait + time.Duration(float64(size)/float64(q.bodyRate)*float64(time.Second))
+}
+
+// extend moves the connection's deadlines for size bytes to travel: the
+// read deadline (when read) for the body, the write deadline for the
+// body's read, the serving and a small reply, or for a reply of size.
+// A ResponseWriter without deadlines (a test's recorder) keeps none.
+func (q *Requests) extend(w http.ResponseWriter, size int64, read bool) {
+	rc := http.NewResponseController(w)
+	at := time.Now().Add(q.transferTime(size))
+	if read {
+		rc.SetReadDeadline(at)
+		at = at.Add(serveWait)
+	}
+	rc.SetWriteDeadline(at)
 }
 
 // readBody reads a whole body, sized by its declared length when known.
@@ -382,8 +433,12 @@ func (q *Requests) SignReply(id string, payload []byte) string {
 	return base64.RawURLEncoding.EncodeToString(q.s.Sign(append([]byte(replyLabel), meta...)))
 }
 
-// WriteReply answers req with payload, signed for it.
+// WriteReply answers req with payload, signed for it; a payload above
+// LargeBody is given the time it needs to leave (transferTime).
 func (q *Requests) WriteReply(w http.ResponseWriter, status int, req *Request, payload []byte) {
+	if int64(len(payload)) > q.largeBody {
+		q.extend(w, int64(len(payload)), false)
+	}
 	w.Header().Set(ReplyHeader, q.SignReply(req.ID, payload))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -392,5 +393,78 @@ func TestWriteRefusalStatus(t *testing.T) {
 		if w.Code != want || w.Header().Get(ReplyHeader) != "" {
 			t.Errorf("%v: %d, want %d unsigned", err, w.Code, want)
 		}
+	}
+}
+
+// slowBody is a body that arrives in chunks, gap apart: a slow link.
+type slowBody struct {
+	left, chunk int
+	gap         time.Duration
+}
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(b.gap)
+	n := min(len(p), b.chunk, b.left)
+	for i := range n {
+		p[i] = 'x'
+	}
+	b.left -= n
+	return n, nil
+}
+
+// TestLargeBodyGivenTimeToArrive: behind a server whose ReadTimeout and
+// WriteTimeout are shorter than a slow body takes, a signed request on a
+// large path is read whole and answered (its deadlines moved for its
+// length), while a body as slow on a small path is still cut off.
+func TestLargeBodyGivenTimeToArrive(t *testing.T) {
+	g := newReqRig(nil)
+	g.now = time.Now() // real time: the server's timeouts are real
+	g.to = NewRequests(New([]byte("secret"), &Options{Now: fixedClock(&g.now)}),
+		&RequestOptions{Node: "node-b", LargeBody: 1 << 10, BodyRate: 8 << 10, BodyWait: 200 * time.Millisecond})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		max := int64(1 << 20)
+		if r.URL.Path == pathB {
+			max = 1 << 10 // a small path: not above LargeBody
+		}
+		req, err := g.to.VerifyRequest(w, r, r.URL.Path, max)
+		if err != nil {
+			WriteRefusal(w, err)
+			return
+		}
+		defer req.Done()
+		g.to.WriteReply(w, http.StatusOK, req, []byte(fmt.Sprintf("read %d", len(req.Body))))
+	}))
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	send := func(path string, size, chunk int) (string, error) {
+		id, header := g.from.SignRequest(http.MethodPost, path, "node-b", bytes.Repeat([]byte("x"), size))
+		hr, _ := http.NewRequest(http.MethodPost, srv.URL+path, &slowBody{left: size, chunk: chunk, gap: 60 * time.Millisecond})
+		hr.ContentLength = int64(size)
+		hr.Header.Set(RequestHeader, header)
+		resp, err := srv.Client().Do(hr)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return "", err
+		}
+		if err := g.from.VerifyReply(id, resp.Header.Get(ReplyHeader), body); err != nil {
+			return "", fmt.Errorf("%d %q: %w", resp.StatusCode, body, err)
+		}
+		return string(body), nil
+	}
+	// 8 KiB in 8 chunks, about 480 ms: given 200 ms + 1 s.
+	if got, err := send(pathA, 8<<10, 1<<10); err != nil || got != "read 8192" {
+		t.Fatalf("a slow large body: %q, %v; want it read whole and answered", got, err)
+	}
+	// 1 KiB in 4 chunks, about 240 ms: past the 200 ms of a small path.
+	if got, err := send(pathB, 1<<10, 256); err == nil {
+		t.Fatalf("a slow body on a small path was taken (%q): the server's ReadTimeout no longer holds it", got)
 	}
 }
