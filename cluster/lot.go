@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -87,22 +86,10 @@ func (n *Node) commitLoT(c *lotCommand) (uint64, error) {
 func (n *Node) ChangeLoT(ctx context.Context, base uint64, deletes []LoTDelete, puts []LoTDef) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, lotTimeout)
 	defer cancel()
-	if n.raft.State() == raft.Leader {
-		return n.leaderChangeLoT(base, deletes, puts, n.opts.NodeName)
-	}
-	addr, id := n.awaitLeader(ctx)
-	if id == "" {
-		return 0, fmt.Errorf("%w: no leader", ErrLoTNoMajority)
-	}
-	if id == raft.ServerID(n.opts.NodeName) {
-		return n.leaderChangeLoT(base, deletes, puts, n.opts.NodeName)
-	}
-	ops := n.leaderOps(ctx, string(id), string(addr))
-	if ops == "" {
-		return 0, fmt.Errorf("%w: leader %s at %q", ErrLoTNoMajority, id, addr)
-	}
 	req := LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Base: base, Deletes: deletes, Puts: puts}
-	return PostLoT(ctx, n.http, n.requests, ops, string(id), req)
+	return n.viaLeader(ctx, ErrLoTNoMajority,
+		func() (uint64, error) { return n.leaderChangeLoT(base, deletes, puts, n.opts.NodeName) },
+		func(ops, id string) (uint64, error) { return PostLoT(ctx, n.changeHTTP, n.requests, ops, id, req) })
 }
 
 // leaderChangeLoT commits a change on the leader; a cluster without
@@ -197,7 +184,7 @@ func PostLoT(ctx context.Context, client *http.Client, q *signing.Requests, opsA
 	var rep LoTReply
 	ans, err := postRequest(ctx, client, q, opsAddr, LoTPath, to, req, &rep)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrLoTNoMajority, err)
+		return 0, fmt.Errorf("%w: %w", ErrLoTNoMajority, err)
 	}
 	if ans.Err != nil {
 		if ans.Status == http.StatusForbidden {
@@ -217,7 +204,9 @@ func PostLoT(ctx context.Context, client *http.Client, q *signing.Requests, opsA
 		return 0, fmt.Errorf("%w (%s)", ErrLoTNotFound, rep.Error)
 	case "claimed":
 		return 0, ErrStartClaimed
-	case "notLeader", "noMajority":
+	case "notLeader":
+		return 0, fmt.Errorf("%w: %w", ErrLoTNoMajority, ErrNotLeader)
+	case "noMajority":
 		return 0, fmt.Errorf("%w: %s", ErrLoTNoMajority, rep.Error)
 	}
 	return 0, errors.New(rep.Error)
@@ -254,35 +243,9 @@ func (n *Node) ClaimStart(ctx context.Context, c StartClaim) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, lotTimeout)
 	defer cancel()
-	addr, id := n.awaitLeader(ctx)
-	if id == "" {
-		return fmt.Errorf("%w: no leader", ErrLoTNoMajority)
-	}
-	ops := n.leaderOps(ctx, string(id), string(addr))
-	if ops == "" {
-		return fmt.Errorf("%w: leader %s at %q", ErrLoTNoMajority, id, addr)
-	}
-	_, err := PostLoT(ctx, n.http, n.requests, ops, string(id), LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Start: &c})
+	req := LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Start: &c}
+	_, err := n.viaLeader(ctx, ErrLoTNoMajority,
+		func() (uint64, error) { return n.commitLoT(&lotCommand{From: n.opts.NodeName, Start: &c}) },
+		func(ops, id string) (uint64, error) { return PostLoT(ctx, n.changeHTTP, n.requests, ops, id, req) })
 	return err
-}
-
-// leaderWait bounds how long a change waits for an election to end.
-const leaderWait = 3 * time.Second
-
-// awaitLeader returns the leader, waiting up to leaderWait while an
-// election runs (none is known), so that a change made during one is
-// not refused for it.
-func (n *Node) awaitLeader(ctx context.Context) (raft.ServerAddress, raft.ServerID) {
-	deadline := time.Now().Add(leaderWait)
-	for {
-		addr, id := n.raft.LeaderWithID()
-		if id != "" || time.Now().After(deadline) {
-			return addr, id
-		}
-		select {
-		case <-ctx.Done():
-			return addr, id
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -37,6 +37,13 @@ type Node struct {
 	log     *slog.Logger
 	raftLog *slog.Logger // hashicorp/raft's own lines
 	http    *http.Client
+	// changeHTTP is http without its timeout, for a change sent to the
+	// leader (users, LoT): the leader answers once it committed, which
+	// takes up to applyTimeout, and the change's own context bounds the
+	// wait. With http's RPCTimeout plus a second, a follower on a loaded
+	// machine gave up on a commit still under way, which may then take
+	// effect: a change reported refused that was made.
+	changeHTTP *http.Client
 
 	raft   *raft.Raft
 	trans  *raft.NetworkTransport
@@ -99,6 +106,9 @@ func New(opts Options) (*Node, error) {
 	if n.http == nil {
 		n.http = &http.Client{Timeout: opts.RPCTimeout + time.Second}
 	}
+	changes := *n.http
+	changes.Timeout = 0
+	n.changeHTTP = &changes
 	n.fsm = &fsm{onChange: n.stateChanged}
 	n.signer = signing.New(opts.SharedSecret, nil)
 	n.requests = signing.NewRequests(n.signer, &signing.RequestOptions{Node: opts.NodeName,

@@ -169,23 +169,16 @@ func (n *Node) UpdateUsers(ctx context.Context, change func([]User) ([]User, err
 
 // proposeUsers commits on the leader: here, or through the peer protocol.
 func (n *Node) proposeUsers(ctx context.Context, base uint64, users []User) (uint64, error) {
-	if n.raft.State() == raft.Leader {
-		v, err := n.commitUsers(base, users)
-		if errors.Is(err, ErrUsersConflict) {
-			return 0, &ConflictError{Current: n.fsm.current().Users.Version}
-		}
-		return v, err
-	}
-	addr, id := n.raft.LeaderWithID()
-	if id == "" {
-		return 0, fmt.Errorf("%w: no leader", ErrNoMajority)
-	}
-	ops := n.leaderOps(ctx, string(id), string(addr))
-	if ops == "" {
-		return 0, fmt.Errorf("%w: leader %s at %q", ErrNoMajority, id, addr)
-	}
 	req := UsersRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Base: base, Users: users}
-	return PostUsers(ctx, n.http, n.requests, ops, string(id), req)
+	return n.viaLeader(ctx, ErrNoMajority,
+		func() (uint64, error) {
+			v, err := n.commitUsers(base, users)
+			if errors.Is(err, ErrUsersConflict) {
+				return 0, &ConflictError{Current: n.fsm.current().Users.Version}
+			}
+			return v, err
+		},
+		func(ops, id string) (uint64, error) { return PostUsers(ctx, n.changeHTTP, n.requests, ops, id, req) })
 }
 
 // leaderOps is where the leader answers the peer protocol: where
@@ -314,7 +307,7 @@ func PostUsers(ctx context.Context, client *http.Client, q *signing.Requests, op
 	var rep UsersReply
 	ans, err := postRequest(ctx, client, q, opsAddr, UsersPath, to, req, &rep)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrNoMajority, err)
+		return 0, fmt.Errorf("%w: %w", ErrNoMajority, err)
 	}
 	if ans.Err != nil {
 		if ans.Status == http.StatusForbidden {
@@ -333,7 +326,7 @@ func PostUsers(ctx context.Context, client *http.Client, q *signing.Requests, op
 	case "noAdmin":
 		return 0, ErrNoAdmin
 	case "notLeader":
-		return 0, fmt.Errorf("%w (%s): %s", ErrNoMajority, opsAddr, rep.Error)
+		return 0, fmt.Errorf("%w (%s): %w", ErrNoMajority, opsAddr, ErrNotLeader)
 	case "noMajority":
 		return 0, fmt.Errorf("%w: %s", ErrNoMajority, rep.Error)
 	}

@@ -156,6 +156,7 @@ func (c *Cluster) opsHandler(m *Member) http.Handler {
 	mux.HandleFunc(cluster.PeerPath, peer)
 	mux.HandleFunc(cluster.JoinPath, peer)
 	mux.HandleFunc(cluster.UsersPath, peer)
+	mux.HandleFunc(cluster.LoTPath, peer)
 	return mux
 }
 
@@ -174,6 +175,18 @@ func (c *Cluster) Kill(i int) {
 	c.mu.Unlock()
 	if n != nil {
 		n.Shutdown()
+	}
+}
+
+// Crash kills member i as the death of its process would: its
+// operations port closes too, so that a peer's request to it is refused
+// rather than answered "down" (Kill leaves the port answering). Start
+// brings it back, on another operations port.
+func (c *Cluster) Crash(i int) {
+	c.Kill(i)
+	if m := c.Members[i]; m.opsSrv != nil {
+		m.opsSrv.Close()
+		m.opsSrv = nil
 	}
 }
 
