@@ -49,7 +49,7 @@ var (
 	reqAccepted = prometheus.NewDesc("coreflux_cluster_requests_accepted_total",
 		"Signed requests from other nodes this node accepted (peer protocol, LoT status, sessions, kept values).", nil, nil)
 	reqRefused = prometheus.NewDesc("coreflux_cluster_requests_refused_total",
-		"Requests from other nodes refused, by reason: forged, unsigned, stale, malformed, replayed, wrong_path, wrong_node, too_large, busy, cache_full, before_start.",
+		"Requests from other nodes refused, by reason: forged, unsigned, stale, malformed, replayed, wrong_path, wrong_node, too_large, busy, cache_full, before_start, incomplete.",
 		[]string{"reason"}, nil)
 	reqCached = prometheus.NewDesc("coreflux_cluster_request_ids_cached",
 		"Request ids remembered to refuse their replay (bounded; cache_full refusals when full).", nil, nil)

@@ -51,13 +51,14 @@ const (
 // (ErrMalformed, ErrBadSignature, ErrUnsigned, ErrUnexpectedSignature,
 // ErrStale).
 var (
-	ErrReplayed  = errors.New("signing: request id seen before (a replayed request)")
-	ErrWrongPath = errors.New("signing: request signed for another method or path")
-	ErrWrongNode = errors.New("signing: request addressed to another node")
-	ErrTooLarge  = errors.New("signing: request body beyond the path's limit")
-	ErrBusy      = errors.New("signing: too many large requests at once")
-	ErrCacheFull = errors.New("signing: replay cache full (more requests within the window than it holds)")
-	ErrNotReply  = errors.New("signing: answer is not the signed reply to this request")
+	ErrReplayed   = errors.New("signing: request id seen before (a replayed request)")
+	ErrWrongPath  = errors.New("signing: request signed for another method or path")
+	ErrWrongNode  = errors.New("signing: request addressed to another node")
+	ErrTooLarge   = errors.New("signing: request body beyond the path's limit")
+	ErrBusy       = errors.New("signing: too many large requests at once")
+	ErrCacheFull  = errors.New("signing: replay cache full (more requests within the window than it holds)")
+	ErrNotReply   = errors.New("signing: answer is not the signed reply to this request")
+	ErrIncomplete = errors.New("signing: the body did not arrive whole (the connection failed, or was slower than the path allows)")
 )
 
 // Reason classifies a refused request, for the counters.
@@ -76,11 +77,12 @@ const (
 	ReasonBusy                      // no slot for a large body in time
 	ReasonCacheFull                 // the replay cache holds DefaultReplayEntries ids
 	ReasonBeforeStart               // signed before this node started (ReplayCache)
+	ReasonIncomplete                // the body did not arrive whole in time
 	numReasons
 )
 
 var reasonNames = [numReasons]string{"forged", "unsigned", "stale", "malformed", "replayed", "wrong_path", "wrong_node",
-	"too_large", "busy", "cache_full", "before_start"}
+	"too_large", "busy", "cache_full", "before_start", "incomplete"}
 
 func (r Reason) String() string { return reasonNames[r] }
 
@@ -110,6 +112,8 @@ func reasonOf(err error) Reason {
 		return ReasonCacheFull
 	case errors.Is(err, ErrBeforeStart):
 		return ReasonBeforeStart
+	case errors.Is(err, ErrIncomplete):
+		return ReasonIncomplete
 	}
 	return ReasonMalformed
 }
@@ -342,6 +346,9 @@ func (q *Requests) verifyRequest(w http.ResponseWriter, r *http.Request, path st
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			return nil, fmt.Errorf("%w: %s takes at most %d bytes", ErrTooLarge, path, max)
+		}
+		if !errors.Is(err, ErrBadSignature) {
+			err = fmt.Errorf("%w: %w", ErrIncomplete, err)
 		}
 		return nil, err
 	}

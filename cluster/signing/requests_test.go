@@ -467,4 +467,11 @@ func TestLargeBodyGivenTimeToArrive(t *testing.T) {
 	if got, err := send(pathB, 1<<10, 256); err == nil {
 		t.Fatalf("a slow body on a small path was taken (%q): the server's ReadTimeout no longer holds it", got)
 	}
+	if n := g.refused(ReasonIncomplete); n != 1 {
+		t.Fatalf("incomplete counted %d, want 1 (%v)", n, g.to.Stats().Refused)
+	}
+	// The same in one chunk is taken: only its pace cut it off.
+	if got, err := send(pathB, 1<<10, 1<<10); err != nil || got != "read 1024" {
+		t.Fatalf("a quick body on the small path: %q, %v", got, err)
+	}
 }
