@@ -1,7 +1,6 @@
 package appliance_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"gantry/cluster/signing"
+	"gantry/cluster/signing/signingtest"
 )
 
 // refusedMetrics reads coreflux_cluster_requests_refused_total by reason
@@ -48,15 +48,7 @@ func TestKeptRequestsReplayRefused(t *testing.T) {
 	a := nodes[0]
 	q := signing.NewRequests(signing.New([]byte("a-long-random-secret"), nil), &signing.RequestOptions{Node: "broker-b"})
 	post := func(path, header string, body []byte) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+a.ip+":9100"+path, bytes.NewReader(body))
-		req.Header.Set(signing.RequestHeader, header)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return signingtest.Replay(t, "http://"+a.ip+":9100", path, signingtest.Recorded{Header: header, Body: body})
 	}
 	for i, tc := range []struct{ path, other, body string }{
 		{"/cluster/kept", "/cluster/kept/all", `{"clusterId":"factory-floor","from":"broker-b","values":[]}`},

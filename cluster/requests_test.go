@@ -1,64 +1,15 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"gantry/cluster/signing"
+	"gantry/cluster/signing/signingtest"
 )
-
-// recorder is a client transport that keeps the last request sent to
-// each path, byte for byte, as a host on the path between nodes would.
-type recorder struct {
-	mu   sync.Mutex
-	last map[string]recorded
-}
-
-type recorded struct {
-	header string
-	body   []byte
-}
-
-func (t *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	t.last[r.URL.Path] = recorded{header: r.Header.Get(signing.RequestHeader), body: body}
-	t.mu.Unlock()
-	out := r.Clone(r.Context())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	return http.DefaultTransport.RoundTrip(out)
-}
-
-func (t *recorder) get(path string) recorded {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.last[path]
-}
-
-// replay POSTs a recorded request's exact bytes to path of base.
-func replay(t *testing.T, base, path string, rec recorded) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(rec.body))
-	req.Header.Set(signing.RequestHeader, rec.header)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
 
 // TestPeerRequestsReplayRefused sends each request of the peer protocol
 // through its real sender (join, users, LoT, catch-up report), records
@@ -69,7 +20,7 @@ func TestPeerRequestsReplayRefused(t *testing.T) {
 	a := newBareNode(t, "node-a", nil)
 	srv := httptest.NewServer(a.PeerHandler())
 	defer srv.Close()
-	rec := &recorder{last: map[string]recorded{}}
+	rec := signingtest.NewRecorder()
 	b := newBareNode(t, "node-b", func(o *Options) { o.HTTPClient = &http.Client{Transport: rec, Timeout: 5 * time.Second} })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -102,17 +53,17 @@ func TestPeerRequestsReplayRefused(t *testing.T) {
 		t.Run(strings.TrimPrefix(tc.path, "/cluster/"), func(t *testing.T) {
 			before := a.requests.Stats()
 			err := tc.send() // answered "not leader": node-a is not started
-			got := rec.get(tc.path)
-			if got.header == "" {
+			got := rec.Last(tc.path)
+			if got.Header == "" {
 				t.Fatalf("no signed request recorded for %s", tc.path)
 			}
 			if st := a.requests.Stats(); st.Accepted != before.Accepted+1 {
 				t.Fatalf("accepted %d, want %d (the real request: %v)", st.Accepted, before.Accepted+1, err)
 			}
-			if status, body := replay(t, srv.URL, tc.path, got); status != http.StatusForbidden || !strings.Contains(body, "replayed") {
+			if status, body := signingtest.Replay(t, srv.URL, tc.path, got); status != http.StatusForbidden || !strings.Contains(body, "replayed") {
 				t.Fatalf("the same request again: %d %q, want 403 replayed", status, body)
 			}
-			if status, body := replay(t, srv.URL, tc.other, got); status != http.StatusForbidden || !strings.Contains(body, "wrong_path") {
+			if status, body := signingtest.Replay(t, srv.URL, tc.other, got); status != http.StatusForbidden || !strings.Contains(body, "wrong_path") {
 				t.Fatalf("the request sent to %s: %d %q, want 403 wrong_path", tc.other, status, body)
 			}
 			st := a.requests.Stats()

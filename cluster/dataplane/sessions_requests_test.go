@@ -1,18 +1,16 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"gantry/broker"
 	"gantry/cluster/signing"
+	"gantry/cluster/signing/signingtest"
 )
 
 // emptySessions is a SessionBroker that holds no session.
@@ -26,32 +24,6 @@ func (emptySessions) ImportSessionAfter(_ *broker.SessionState, m *broker.Messag
 	return m, nil
 }
 func (emptySessions) PersistentSessions() []broker.SessionSummary { return nil }
-
-// recorder is a client transport that keeps the last request sent to
-// each path, byte for byte, as a host on the path between nodes would.
-type recorder struct {
-	mu   sync.Mutex
-	last map[string]recorded
-}
-
-type recorded struct {
-	header string
-	body   []byte
-}
-
-func (t *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	body, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	t.last[r.URL.Path] = recorded{header: r.Header.Get(signing.RequestHeader), body: body}
-	t.mu.Unlock()
-	out := r.Clone(r.Context())
-	out.Body = io.NopCloser(bytes.NewReader(body))
-	return http.DefaultTransport.RoundTrip(out)
-}
 
 func sessionsNode(t *testing.T, name string, opts SessionOptions) (*Plane, *Sessions) {
 	t.Helper()
@@ -79,7 +51,7 @@ func TestSessionRequestsReplayRefused(t *testing.T) {
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	rec := &recorder{last: map[string]recorded{}}
+	rec := signingtest.NewRecorder()
 	_, a := sessionsNode(t, "node-a", SessionOptions{HTTP: &http.Client{Transport: rec, Timeout: 5 * time.Second},
 		PeerOps: func(context.Context, string) string { return host }})
 
@@ -97,22 +69,12 @@ func TestSessionRequestsReplayRefused(t *testing.T) {
 			if st := pb.requests.Stats(); st.Accepted != before.Accepted+1 {
 				t.Fatalf("accepted %d, want %d", st.Accepted, before.Accepted+1)
 			}
-			rec.mu.Lock()
-			got := rec.last[path]
-			rec.mu.Unlock()
+			got := rec.Last(path)
 			for _, tc := range []struct {
 				to, want string
 			}{{path, "replayed"}, {other, "wrong_path"}} {
-				hr, _ := http.NewRequest(http.MethodPost, srv.URL+tc.to, bytes.NewReader(got.body))
-				hr.Header.Set(signing.RequestHeader, got.header)
-				resp, err := http.DefaultClient.Do(hr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), tc.want) {
-					t.Fatalf("the recorded request to %s: %s %q, want 403 %s", tc.to, resp.Status, body, tc.want)
+				if status, body := signingtest.Replay(t, srv.URL, tc.to, got); status != http.StatusForbidden || !strings.Contains(body, tc.want) {
+					t.Fatalf("the recorded request to %s: %d %q, want 403 %s", tc.to, status, body, tc.want)
 				}
 			}
 			st := pb.requests.Stats()
