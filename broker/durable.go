@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -129,7 +131,7 @@ func (sess *session) persistEntryLocked(d *delivery, t **storeTicket) bool {
 	done := (func(error))(nil)
 	switch {
 	case t != nil && sentAgain(d.msg):
-		w := &entryWrite{sess: sess, entry: d.entry, t: ticketFor(t)}
+		w := &entryWrite{sess: sess, entry: d.entry, t: ticketFor(t), rec: d.msg.Record}
 		done = w.done
 	case t != nil:
 		done = ticketFor(t).record
@@ -157,6 +159,7 @@ type entryWrite struct {
 	sess  *session
 	entry uint64
 	t     *storeTicket
+	rec   PeerRecord // the message's, for the debug log
 }
 
 // done records the write's outcome in the routing's ticket and, when the
@@ -186,8 +189,19 @@ type entryWrite struct {
 // gone from the queue before its publisher can send it again.
 func (w *entryWrite) done(err error) {
 	w.t.record(err)
-	if err != nil && w.sess.withdrawUnstored(w.entry) {
+	if err == nil {
+		return
+	}
+	withdrawn := w.sess.withdrawUnstored(w.entry)
+	if withdrawn {
 		w.t.withdrew(w.sess) // a peer's resend goes to this session (peerResends)
+	}
+	if log := w.sess.srv.opts.Logger; log.Enabled(context.Background(), slog.LevelDebug) {
+		// Which write failed and what became of its delivery: a full
+		// disk's duplicates are traced from these (make chaos with
+		// COREFLUX_LOG_LEVEL=debug).
+		log.Debug("store: a queued delivery's write failed", "component", "broker", "client", w.sess.id,
+			"entry", w.entry, "record", w.rec, "withdrawn", withdrawn, "err", err)
 	}
 }
 
