@@ -10,8 +10,10 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -231,5 +233,206 @@ func TestFullDiskPeerRecordsDeliveredOnce(t *testing.T) {
 			back := subscribeQoS2(t, addr, "fd-off", 3600, false, "fd/#")
 			back.exactly(t, "the persistent subscriber back", "m1", "m2")
 		})
+	}
+}
+
+// gatedBroker records what it is given at once, as recordingBroker, but
+// while gated answers each DeliverBatch only when the test takes its done
+// from dones: the test decides when, and in which order, frames' deliveries
+// finish.
+type gatedBroker struct {
+	recordingBroker
+	gated atomic.Bool
+	dones chan func(error)
+}
+
+func (b *gatedBroker) DeliverBatch(ms []*broker.Message, done func(error)) bool {
+	b.recordingBroker.DeliverBatch(ms, done)
+	if !b.gated.Load() {
+		return false
+	}
+	b.dones <- done
+	return true
+}
+
+// TestFramesInFlightOnFullDiskDeliveredOnce: two frames of one sender are
+// in flight when the copy log's disk fills, their messages delivered, and
+// the first fails (its copy could not be written). The sender sends both
+// again, in one frame; neither message may be delivered a second time,
+// whether the second frame failed too ("both copies failed") or was
+// written whole ("the second written"), and whichever finished first.
+// The receiver rewound to the first frame and remembered at most one run
+// of records not to deliver again (the last frame that failed): the other
+// frame's messages were delivered twice (the full disk's QoS 2 twice on 3
+// nodes, in runs of a frame's consecutive messages).
+func TestFramesInFlightOnFullDiskDeliveredOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		secondFails bool // the second frame's copy fails too
+		secondFirst bool // the second frame's deliveries finish first
+		wantAnswer3 bool // the second frame is confirmed
+	}{
+		{"both copies failed", true, false, false},
+		{"both copies failed, second finished first", true, true, false},
+		{"the second written", false, false, true},
+		{"the second written, finished first", false, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := &gatedBroker{dones: make(chan func(error), 4)}
+			opts := Options{NodeName: "n", Username: "cluster", Broker: br, BestEffort: true, Reliable: true,
+				ForwardQueueEntries: 8192, DataDir: t.TempDir(), Replication: &Replication{Gate: true, Timeout: time.Minute}}
+			p, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: []string{"a", "n"}, Epoch: 1}}})
+			frame := func(first uint64, payloads ...string) *broker.Message {
+				f := wire.AppendHeaderDecided(nil, "a", 1, first+uint64(len(payloads))-1, nil)
+				for i, pl := range payloads {
+					msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(pl), QoS: 2, ClientID: "pub"})
+					f = wire.AppendRecordRep(f, first+uint64(i), msg, nil, &wire.Rep{Copy: true, Partition: 0, Epoch: 1})
+				}
+				time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
+				return &broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1, Payload: p.opts.Signer.Sign(f)}
+			}
+			receiveOK(t, p, frame(1, "m1")) // the log's first segment exists now
+
+			br.gated.Store(true)
+			if tc.secondFails {
+				p.store.log.full.Store(true)
+			} else {
+				p.store.log.failNext.Store(true)
+			}
+			r2, r3 := make(chanResolver, 1), make(chanResolver, 1)
+			if err := p.receive(frame(2, "m2"), r2); err != broker.ErrDeferred {
+				t.Fatalf("the second frame answered %v at once", err)
+			}
+			// The first frame's copy write is over before the second's
+			// begins (or the two could share one write).
+			eventuallyT(t, func() bool { return !p.store.log.failNext.Load() })
+			if err := p.receive(frame(3, "m3"), r3); err != broker.ErrDeferred {
+				t.Fatalf("the third frame answered %v at once", err)
+			}
+			d2, d3 := <-br.dones, <-br.dones
+			if tc.secondFirst {
+				d3(nil)
+				d2(nil)
+			} else {
+				d2(nil)
+				d3(nil)
+			}
+			wait := func(r chanResolver) error {
+				select {
+				case err := <-r:
+					return err
+				case <-time.After(5 * time.Second):
+					t.Fatal("a frame was not answered")
+					return nil
+				}
+			}
+			if err := wait(r2); err == nil {
+				t.Fatal("a frame whose copy could not be written was confirmed")
+			}
+			if err := wait(r3); (err == nil) != tc.wantAnswer3 {
+				t.Fatalf("the third frame answered %v", err)
+			}
+			s := p.recv.sender("a")
+			eventuallyT(t, func() bool { return s.seen.Load() == 1 }) // rewound to the failed frame
+
+			// Room again; the sender sends what it has not had confirmed.
+			p.store.log.full.Store(false)
+			br.gated.Store(false)
+			receiveOK(t, p, frame(2, "m2", "m3"))
+			if got := br.delivered(); fmt.Sprint(got) != "[m1 m2 m3]" {
+				t.Fatalf("delivered %q, want m1, m2 and m3 once each", got)
+			}
+			// In the order written: m3 before m2 when the second frame's
+			// copy was written and the first's only by the resend.
+			if got := copiesHeld(p); fmt.Sprint(slices.Sorted(slices.Values(got))) != "[m1 m2 m3]" {
+				t.Fatalf("copies %q after the resend, want m1, m2 and m3 once each", got)
+			}
+		})
+	}
+}
+
+// TestHeldCopyOfFailedFrameHeldOnce: a frame holds copy m2 (two-phase
+// delivery) and fails because the delivery it released (m1) could not be
+// written; the frame behind it, in flight meanwhile, releases m2, which is
+// delivered. The resend of both must not hold m2 again: it was held, and
+// released, by the first frame's taking (held again, the next decision
+// delivered it a second time, and the broker, whose write of it had
+// succeeded, took that for a new message).
+func TestHeldCopyOfFailedFrameHeldOnce(t *testing.T) {
+	br := &gatedBroker{dones: make(chan func(error), 4)}
+	opts := Options{NodeName: "b", Username: "cluster", Broker: br, BestEffort: true, Reliable: true,
+		ForwardQueueEntries: 8192, DataDir: t.TempDir(), Replication: &Replication{Gate: true, Timeout: time.Minute}}
+	p, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1}}})
+	receiveOK(t, p, frameFrom(p, 0, nil, 1, "m1")) // held
+
+	br.gated.Store(true)
+	r2, r3 := make(chanResolver, 1), make(chanResolver, 1)
+	if err := p.receive(frameFrom(p, 1, nil, 2, "m2"), r2); err != broker.ErrDeferred { // releases m1, holds m2
+		t.Fatalf("the second frame answered %v at once", err)
+	}
+	if err := p.receive(frameFrom(p, 2, nil, 3, "m3"), r3); err != broker.ErrDeferred { // releases m2, holds m3
+		t.Fatalf("the third frame answered %v at once", err)
+	}
+	d2, d3 := <-br.dones, <-br.dones
+	d2(errDiskFull) // m1 not written: held again, for the next decision
+	d3(nil)
+	for _, r := range []chanResolver{r2, r3} {
+		select {
+		case <-r:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a frame was not answered")
+		}
+	}
+	s := p.recv.sender("a")
+	eventuallyT(t, func() bool { return s.seen.Load() == 1 && p.recv.held.Load() == 2 }) // rewound; m1 and m3 held
+
+	br.gated.Store(false)
+	receiveOK(t, p, frameFrom(p, 3, nil, 2, "m2", "m3")) // the resend, with the decisions
+	if got := br.delivered(); fmt.Sprint(got) != "[m1 m2 m1 m3]" {
+		t.Fatalf("delivered %q, want m1 (failed), m2, m1 and m3", got)
+	}
+	if n := p.recv.held.Load(); n != 0 {
+		t.Fatalf("%d copies still held", n)
+	}
+}
+
+// TestHeldCopyWrittenAgainRefused: a held copy whose first write failed
+// (a full disk) is written again by its frame's resend, under a new key;
+// its refusal then deletes that copy, not the key of the write that
+// failed (the refused copy stayed, for a fill or a replay to deliver).
+func TestHeldCopyWrittenAgainRefused(t *testing.T) {
+	br := &recordingBroker{}
+	p := twoPhasePlane(t, "b", t.TempDir(), br, partition.Assignment{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1})
+	defer p.Stop()
+	receiveOK(t, p, frameFrom(p, 0, nil, 1, "m1"))
+	p.store.log.full.Store(true)
+	r := make(chanResolver, 1)
+	err := p.receive(frameFrom(p, 0, nil, 2, "m2"), r)
+	if err == broker.ErrDeferred {
+		err = <-r
+	}
+	if err == nil {
+		t.Fatal("a frame whose copy could not be written was confirmed")
+	}
+	s := p.recv.sender("a")
+	eventuallyT(t, func() bool { return s.seen.Load() == 1 })
+	p.store.log.full.Store(false)
+	receiveOK(t, p, frameFrom(p, 0, nil, 2, "m2"))   // written again
+	receiveOK(t, p, frameFrom(p, 2, []uint64{2}, 3)) // m1 acknowledged, m2 refused
+	if got := br.delivered(); fmt.Sprint(got) != "[m1]" {
+		t.Fatalf("delivered %q, want m1", got)
+	}
+	if got := copiesHeld(p); fmt.Sprint(got) != "[m1]" {
+		t.Fatalf("copies %q, want m1 alone: m2 was refused", got)
 	}
 }

@@ -181,7 +181,7 @@ func New(opts Options) (*Plane, error) {
 		}
 		p.store, p.boot = st, st.boot
 		for sender, v := range st.received() {
-			s := &senderState{boot: v[0], lastSeq: v[1]}
+			s := &senderState{boot: v[0], lastSeq: v[1], wBoot: v[0], floor: v[1]} // written whole up to there
 			s.mark()
 			p.recv.senders[sender] = s
 		}

@@ -1,8 +1,10 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,29 +54,57 @@ type senderState struct {
 	// hold mu (a replay of this sender's records arriving from another).
 	seenBoot, seen atomic.Uint64
 
-	// A frame resent after a reconnect whose records are all taken
-	// already is answered only once the writes of the frame that took
-	// them finished: its sender counts the answer as a durable copy.
-	wmu     sync.Mutex // guards durBoot, durable, waits; taken after mu
-	durBoot uint64
-	durable uint64 // highest record of durBoot whose writes finished
-	waits   []dupWait
+	// What the writes of the records taken from boot wBoot did, for the
+	// resend after a frame failed: the receiver rewinds lastSeq to that
+	// frame, and its sender sends again whatever it has not had
+	// confirmed, the frames that were in flight behind it included,
+	// which finish in any order. Every record up to floor was written
+	// whole (delivered, its copies stored); above it, done holds the
+	// records of frames written whole, which a resend drops, and again
+	// those of frames whose deliveries succeeded while another of their
+	// writes failed (a copy, on a full disk), which a resend writes again
+	// but does not deliver a second time (the broker recognises the
+	// resend only of a delivery that failed: delivered twice, a QoS 2
+	// message reached a subscriber twice). A frame resent after a
+	// reconnect whose records are all taken already is answered only
+	// once floor covers them: its sender counts the answer as a durable
+	// copy.
+	wmu         sync.Mutex // guards wBoot, floor, done, again, waits; taken after mu
+	wBoot       uint64
+	floor       uint64
+	done, again seqRanges
+	ranges      atomic.Int32 // len(done) + len(again): the usual empty case takes no lock
+	waits       []dupWait
 
 	// held are the copies from this sender not delivered yet, in order:
 	// their quorum write is not decided (two-phase delivery); under mu.
 	held []heldRec
-
-	// skipFrom..skipTo (of skipBoot) are records of a frame whose
-	// deliveries succeeded while another of its writes failed (its copies,
-	// what was received, on a full disk): its resend writes them again
-	// but does not deliver them a second time. Under mu.
-	skipBoot, skipFrom, skipTo uint64
 }
 
-// delivered reports whether seq of boot was delivered by a frame whose
-// other writes failed (see skipFrom). The caller holds mu.
-func (s *senderState) deliveredBefore(boot, seq uint64) bool {
-	return seq != 0 && boot == s.skipBoot && seq >= s.skipFrom && seq <= s.skipTo
+// finishedBefore reports, for record seq of boot taken again after a
+// rewind (a resend), whether a frame wrote it whole already (drop it) or
+// delivered it while another of its writes failed (write it again, do not
+// deliver it). The caller holds mu.
+func (s *senderState) finishedBefore(boot, seq uint64) (done, again bool) {
+	if s.ranges.Load() == 0 {
+		return false, false
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if boot != s.wBoot {
+		return false, false
+	}
+	return seq <= s.floor || s.done.has(seq), s.again.has(seq)
+}
+
+// floorOf is floor when boot is wBoot, else 0.
+func (s *senderState) floorOf(boot uint64) uint64 {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if boot != s.wBoot {
+		return 0
+	}
+	return s.floor
 }
 
 // heldRec is a copy whose delivery waits for its origin's decision.
@@ -100,15 +130,7 @@ func (s *senderState) addHeld(hs []heldRec) int {
 		}
 		// A resend below what is held (after a restart): in its place, so
 		// that releases stay in stream order.
-		i, found := slices.BinarySearchFunc(s.held, h.id, func(x heldRec, id copyID) int {
-			switch {
-			case x.id == id:
-				return 0
-			case heldBefore(x.id, id):
-				return -1
-			}
-			return 1
-		})
+		i, found := slices.BinarySearchFunc(s.held, h.id, cmpHeld)
 		if !found {
 			s.held = slices.Insert(s.held, i, h)
 			n++
@@ -118,6 +140,25 @@ func (s *senderState) addHeld(hs []heldRec) int {
 }
 
 func heldBefore(a, b copyID) bool { return a.boot < b.boot || (a.boot == b.boot && a.seq < b.seq) }
+
+func cmpHeld(x heldRec, id copyID) int {
+	switch {
+	case x.id == id:
+		return 0
+	case heldBefore(x.id, id):
+		return -1
+	}
+	return 1
+}
+
+// rekeyHeld points held copy id at its copy written again under key: a
+// resend wrote it after its first write failed (a refusal deletes the
+// copy by this key). The caller holds mu.
+func (s *senderState) rekeyHeld(id copyID, key uint64) {
+	if i, found := slices.BinarySearchFunc(s.held, id, cmpHeld); found {
+		s.held[i].key = key
+	}
+}
 
 // decide applies a header's decisions to s.held: the records of an older
 // boot (undecidable now: delivered) and those up to decided are released,
@@ -158,21 +199,40 @@ type dupWait struct {
 	res        broker.Resolver
 }
 
-// written records that the writes of boot's records up to upTo finished
-// (err nil) or failed, and answers the resent frames that waited for them.
-func (s *senderState) written(boot, upTo uint64, err error) {
+// finished records the outcome of the writes of one frame's records
+// from..upTo of boot (err nil: all succeeded; delivered: its deliveries
+// did; held: those it held, in s.held whatever the outcome, so that its
+// resend holds none of them again, which it may have released and
+// delivered since), answers the resent frames that waited for them, and
+// returns floor (ok false for a boot that is over).
+func (s *senderState) finished(boot, from, upTo uint64, err error, delivered bool, held seqRanges) (floor uint64, ok bool) {
 	s.wmu.Lock()
-	if err == nil {
-		if boot > s.durBoot {
-			s.durBoot, s.durable = boot, upTo
-		} else if boot == s.durBoot {
-			s.durable = max(s.durable, upTo)
+	if boot > s.wBoot {
+		s.wBoot, s.floor, s.done, s.again = boot, 0, nil, nil
+	}
+	if ok = boot == s.wBoot; ok {
+		switch {
+		case err == nil:
+			s.done.add(from, upTo)
+		case delivered:
+			s.again.add(from, upTo)
+		default:
+			for _, r := range held {
+				s.again.add(r.from, r.to)
+			}
 		}
+		for len(s.done) > 0 && s.done[0].from <= s.floor+1 {
+			s.floor = max(s.floor, s.done[0].to)
+			s.done = slices.Delete(s.done, 0, 1)
+		}
+		s.again.dropTo(s.floor)
+		s.ranges.Store(int32(len(s.done) + len(s.again)))
+		floor = s.floor
 	}
 	var ready []dupWait
 	keep := s.waits[:0]
 	for _, w := range s.waits {
-		if err != nil || w.boot < s.durBoot || (w.boot == s.durBoot && w.upTo <= s.durable) {
+		if err != nil || w.boot < s.wBoot || (w.boot == s.wBoot && w.upTo <= s.floor) {
 			ready = append(ready, w)
 		} else {
 			keep = append(keep, w)
@@ -183,6 +243,7 @@ func (s *senderState) written(boot, upTo uint64, err error) {
 	for _, w := range ready {
 		w.res.Resolve(err)
 	}
+	return floor, ok
 }
 
 // covered reports whether the writes of boot's records up to upTo
@@ -190,7 +251,7 @@ func (s *senderState) written(boot, upTo uint64, err error) {
 func (s *senderState) covered(boot, upTo uint64, res broker.Resolver) bool {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if boot < s.durBoot || (boot == s.durBoot && upTo <= s.durable) {
+	if boot < s.wBoot || (boot == s.wBoot && upTo <= s.floor) {
 		return true
 	}
 	s.waits = append(s.waits, dupWait{boot: boot, upTo: upTo, res: res})
@@ -287,6 +348,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	var batchSeqs []uint64 // each batch message's number in the sender's stream
 	var copies map[uint32][]copyRec
 	var holds []holdRef      // copies of this frame whose delivery waits for a decision
+	var heldSeqs seqRanges   // their numbers, with those held already (again)
 	var replayed []copyID    // replays this frame delivers: forgotten again if its writes fail
 	var delivErr atomic.Bool // a delivery of the frame (not its other writes) failed
 	var maxSeq uint64
@@ -299,6 +361,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 		seq, enc := rec.Seq, rec.Msg
 		maxSeq = max(maxSeq, seq)
+		again := false // its copy is written again, its delivery not
 		if seq != 0 {
 			if seq <= s.lastSeq {
 				r.duplicates.Add(1)
@@ -309,13 +372,17 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 				r.duplicates.Add(1) // delivered already, from another node's replay
 				continue
 			}
+			var done bool
+			if done, again = s.finishedBefore(h.Boot, seq); done {
+				r.duplicates.Add(1) // written whole by a frame before this resend
+				continue
+			}
 		}
 		d, derr := wire.DecodeMessage(enc)
 		if derr != nil {
 			err = derr
 			break
 		}
-		again := s.deliveredBefore(h.Boot, seq) // its copy is written again, its delivery not
 		if rp := &rec.Rep; p.copies != nil && (rp.Copy || rp.Origin != "") {
 			id, at := copyID{origin: h.Sender, boot: h.Boot, seq: seq}, now
 			if rp.Origin != "" {
@@ -345,10 +412,9 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 				if cr.hold {
 					// Delivered once its origin says the write was
 					// acknowledged, never if it was refused (nor held
-					// again when the first frame delivered it already).
-					if !again {
-						holds = append(holds, holdRef{part: rp.Partition, i: len(copies[rp.Partition]) - 1, groups: rec.Groups})
-					}
+					// again when the first frame held it already).
+					holds = append(holds, holdRef{part: rp.Partition, i: len(copies[rp.Partition]) - 1, groups: rec.Groups, again: again})
+					heldSeqs.add(seq, seq)
 					continue
 				}
 			}
@@ -404,38 +470,36 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	s.lastTS = env.SentAt
 	boot, upTo := s.boot, s.lastSeq
 	settled := func(err error) {
+		floor, current := prevSeq, false
 		if upTo != prevSeq {
-			s.written(boot, upTo, err)
+			floor, current = s.finished(boot, prevSeq+1, upTo, err, !delivErr.Load(), heldSeqs)
+		}
+		if err != nil || floor < upTo {
+			p.traceFrameWrites(h.Sender, boot, prevSeq, upTo, floor, delivErr.Load(), err)
 		}
 		if err != nil {
 			// The frame comes again: its replays are not delivered yet
 			// (the broker sends a resend only where the first failed).
 			r.replays.remove(replayed)
 			// Not under the store's goroutine: receive may hold s.mu while
-			// it waits for that goroutine.
-			delivered := !delivErr.Load()
+			// it waits for that goroutine. Never below floor: that much is
+			// written whatever the order the frames finished in.
 			go func() {
 				s.mu.Lock()
-				if s.boot == boot && s.lastSeq >= upTo {
-					s.lastSeq = prevSeq
+				if s.boot == boot && s.lastSeq > prevSeq {
+					s.lastSeq = max(prevSeq, s.floorOf(boot))
 					s.mark()
-					if delivered && upTo > prevSeq {
-						// Taken again for its other writes, not delivered again.
-						if s.skipBoot == boot && s.skipTo+1 >= prevSeq+1 && s.skipFrom <= prevSeq+1 {
-							s.skipTo = max(s.skipTo, upTo)
-						} else {
-							s.skipBoot, s.skipFrom, s.skipTo = boot, prevSeq+1, upTo
-						}
-					}
 				}
 				s.mu.Unlock()
 			}()
 			return
 		}
-		if r.store != nil && upTo != prevSeq {
+		if r.store != nil && upTo != prevSeq && current {
 			// Only once what it delivered is durable: a crash before must
-			// not make the resend a duplicate.
-			r.store.putReceived(h.Sender, boot, upTo)
+			// not make the resend a duplicate. Up to floor, not upTo: a
+			// frame before this one may have failed (its resend must not
+			// be dropped after a restart).
+			r.store.putReceived(h.Sender, boot, floor)
 		}
 	}
 	r.frames.Add(1)
@@ -452,7 +516,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			return broker.ErrDeferred // its records' first writes have not finished yet
 		}
 		if upTo != prevSeq {
-			s.written(boot, upTo, nil) // nothing to write: done
+			s.finished(boot, prevSeq+1, upTo, nil, true, nil) // nothing to write: done
 		}
 		return answer(nil)
 	}
@@ -494,6 +558,10 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		hs := make([]heldRec, 0, len(holds))
 		for _, hr := range holds {
 			c := &copies[hr.part][hr.i]
+			if hr.again {
+				s.rekeyHeld(c.id, c.key)
+				continue
+			}
 			hs = append(hs, heldRec{id: c.id, part: hr.part, key: c.key, enc: c.msg, groups: hr.groups, client: c.client, pid: c.pid})
 		}
 		r.held.Add(int64(s.addHeld(hs)))
@@ -616,6 +684,7 @@ type holdRef struct {
 	part   uint32
 	i      int
 	groups []string
+	again  bool // held already, by a frame that failed: only its copy is written again
 }
 
 // What prepare decided for a message from a peer.
@@ -772,4 +841,18 @@ func (p *Plane) restoreHeld() {
 		s.held = append(s.held, h)
 	}
 	r.held.Store(int64(len(hs)))
+}
+
+// traceFrameWrites logs, at debug level, a frame whose writes failed or
+// that finished while one before it had not: which sender, which records
+// (from after prevSeq to upTo), whether its deliveries failed, and up to
+// where the sender's records are written (floor). A full disk's
+// duplicates were traced from these (make chaos with
+// COREFLUX_LOG_LEVEL=debug).
+func (p *Plane) traceFrameWrites(sender string, boot, prevSeq, upTo, floor uint64, delivFailed bool, err error) {
+	if !p.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	p.log.Debug("a data-plane frame's writes finished", "sender", sender, "boot", boot, "from", prevSeq+1, "to", upTo,
+		"floor", floor, "deliveryFailed", delivFailed, "err", err)
 }

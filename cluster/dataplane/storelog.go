@@ -390,8 +390,9 @@ type segLog struct {
 	f    *os.File // nil: the next frame starts segment num+1
 	num  uint64   // the newest segment's number
 	size int64
-	// failNext makes the next append fail, as a full disk would (tests).
-	failNext atomic.Bool
+	// failNext makes the next append fail, as a full disk would (tests);
+	// full makes every append fail while it is set.
+	failNext, full atomic.Bool
 }
 
 // append writes a frame (header included) and syncs it. A failed write
@@ -404,7 +405,7 @@ func (l *segLog) append(frame []byte) error {
 		}
 	}
 	var err error
-	if l.failNext.CompareAndSwap(true, false) {
+	if l.failNext.CompareAndSwap(true, false) || l.full.Load() {
 		err = errInjected
 	} else if _, err = l.f.WriteAt(frame, l.size); err == nil {
 		err = segfile.Fdatasync(l.f)
