@@ -54,6 +54,7 @@ var brokerMetrics = []metricDesc{
 	counter("gantry_publisher_pauses_total", "Times a publisher's connection stopped being read until a congested session drained (backpressure).", func(n *Node) float64 { return float64(n.Broker.Stats().PublisherPauses.Load()) }),
 	counter("gantry_store_failures_total", "QoS 1/2 publishes refused because the durable store failed to write them.", func(n *Node) float64 { return float64(n.Broker.Stats().StoreFailures.Load()) }),
 	counter("gantry_store_withdrawn_total", "Queued deliveries to offline sessions taken back because their durable write failed; their sender sends them again.", func(n *Node) float64 { return float64(n.Broker.Stats().StoreWithdrawn.Load()) }),
+	counter("gantry_session_handover_duplicates_total", "Queued messages dropped because a session handed over from another node brought them too (published during the move, both nodes queued them).", func(n *Node) float64 { return float64(n.Broker.Stats().HandoverDuplicates.Load()) }),
 	counter("gantry_malformed_packets_total", "Connections closed for a malformed packet or a protocol error.", func(n *Node) float64 { return float64(n.Broker.Stats().MalformedPackets.Load()) }),
 	counter("gantry_auth_failures_total", "Failed or refused logins.", func(n *Node) float64 { return float64(n.Broker.Stats().AuthFailures.Load()) }),
 	counter("gantry_connections_refused_total", "CONNECTs refused by Mqtt.MaxConnections or Mqtt.MaxConnectionsPerListener.", func(n *Node) float64 { return float64(n.Broker.Stats().ConnectionsRefused.Load()) }),

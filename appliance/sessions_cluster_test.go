@@ -687,35 +687,86 @@ func TestSessionHandoverSurvivesRestart(t *testing.T) {
 	}
 }
 
-// TestSessionMovesUnderLoad: a subscriber moves between nodes again and
-// again while QoS 1 messages are published on every node: every
-// acknowledged message reaches it. A message published in the
-// milliseconds of a move may arrive twice (both nodes queued it); the
-// test logs how many did.
-//
-// It lost a message in about one run in six while a directory push of
-// the old holder that reached the claiming node during its claim made
-// that node hand the session back (docs/cluster.md); 0 in 10 runs since.
-// It runs only with GANTRY_SESSION_LOAD=1, outside make test, until more
-// runs confirm it.
-func TestSessionMovesUnderLoad(t *testing.T) {
-	if os.Getenv("GANTRY_SESSION_LOAD") == "" {
-		t.Skip("set GANTRY_SESSION_LOAD=1: slow, and a rare loss fixed recently (see the comment)")
+// dupReceived records payloads in arrival order, and those that arrived
+// again without the DUP flag: a QoS 1 message sent again because it was
+// in flight (not acknowledged) when its client moved comes with DUP set,
+// as MQTT allows; one without was queued twice.
+type dupReceived struct {
+	mu   sync.Mutex
+	got  []string
+	seen map[string]int
+	dups []string
+}
+
+func (d *dupReceived) onPublish(pr paho.PublishReceived) (bool, error) {
+	p := string(pr.Packet.Payload)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil {
+		d.seen = map[string]int{}
 	}
+	d.got = append(d.got, p)
+	if d.seen[p]++; d.seen[p] > 1 && !pr.Packet.Duplicate() {
+		d.dups = append(d.dups, p)
+	}
+	return true, nil
+}
+
+// missing is how many of want have not arrived, and the first few.
+func (d *dupReceived) missing(want []string) (int, []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	n := 0
+	for _, w := range want {
+		if d.seen[w] == 0 {
+			if n++; len(out) < 5 {
+				out = append(out, w)
+			}
+		}
+	}
+	return n, out
+}
+
+// connectReceiving resumes client id's session on addr, receiving into d.
+func connectReceiving(addr, id string, d *dupReceived) (*paho.Client, bool, error) {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, false, err
+	}
+	c := paho.NewClient(paho.ClientConfig{Conn: nc, OnPublishReceived: []func(paho.PublishReceived) (bool, error){d.onPublish}})
+	ctx, cancel := context.WithTimeout(context.Background(), crashWait)
+	defer cancel()
+	expiry := uint32(3600)
+	ca, err := c.Connect(ctx, &paho.Connect{ClientID: id, KeepAlive: 30, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
+	if err != nil {
+		nc.Close()
+		return nil, false, err
+	}
+	return c, ca.SessionPresent, nil
+}
+
+// moveUnderLoad moves a subscriber's session between the three nodes,
+// once per move, staying dwell on each, while a QoS 1 publisher on every
+// node publishes without pause; then it resumes the session on the first
+// node and waits until every acknowledged message arrived. It returns
+// what was acknowledged and what arrived.
+func moveUnderLoad(t *testing.T, moves int, dwell time.Duration) ([]string, *dupReceived) {
+	t.Helper()
 	nodes := dataPlaneCluster(t, 3)
 	const id = "wanderer"
 	closeV5(subscribeV5(t, nodes[0].addr(), id, 3600, "load/#", 1, &collector{}))
 	for _, nd := range nodes[1:] {
 		interestKnown(t, nd, "broker-a")
 	}
-	var got ordered
+	got := &dupReceived{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var acked []string
 	start := time.Now()
 	ackedAt := map[string]time.Duration{}
-	var moves []string
+	var moveLog []string
 	for i, nd := range nodes {
 		wg.Add(1)
 		go func() {
@@ -746,18 +797,18 @@ func TestSessionMovesUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	for move := range 6 {
+	for move := range moves {
 		nd := nodes[(move+1)%3]
 		t0 := time.Since(start)
-		cl, present, err := crashV5(nd.addr(), id, false, 3600, got.add)
-		moves = append(moves, fmt.Sprintf("to %s %v-%v", nd.ip, t0, time.Since(start)))
+		cl, present, err := connectReceiving(nd.addr(), id, got)
+		moveLog = append(moveLog, fmt.Sprintf("to %s %v-%v", nd.ip, t0, time.Since(start)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !present {
 			t.Fatalf("move %d to %s: session present = 0", move, nd.ip)
 		}
-		time.Sleep(300 * time.Millisecond) // receive for a while, then move on
+		time.Sleep(dwell) // receive for a while, then move on
 		closeV5(cl)
 	}
 	close(stop)
@@ -765,52 +816,74 @@ func TestSessionMovesUnderLoad(t *testing.T) {
 	mu.Lock()
 	want := slices.Clone(acked)
 	mu.Unlock()
-	last := nodes[0]
-	cl, _, err := crashV5(last.addr(), id, false, 3600, got.add)
+	cl, _, err := connectReceiving(nodes[0].addr(), id, got)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeV5(cl)
 	eventually(t, 20*time.Second, func() error {
-		g := got.list()
-		seen := make(map[string]bool, len(g))
-		for _, p := range g {
-			seen[p] = true
+		n, first := got.missing(want)
+		if n == 0 {
+			return nil
 		}
-		var missing []string
-		for _, w := range want {
-			if !seen[w] {
-				missing = append(missing, w)
-			}
+		mu.Lock()
+		defer mu.Unlock()
+		var at []time.Duration
+		for _, m := range first {
+			at = append(at, ackedAt[m])
 		}
-		if len(missing) > 0 {
-			mu.Lock()
-			defer mu.Unlock()
-			var at []time.Duration
-			for _, m := range missing[:min(5, len(missing))] {
-				at = append(at, ackedAt[m])
-			}
-			var handbacks []string
-			for _, nd := range nodes {
-				for _, l := range strings.Split(nd.stderr(), "\n") {
-					if strings.Contains(l, "handed a session over") || strings.Contains(l, "stays on this node") ||
-						strings.Contains(l, "lent session is back") {
-						handbacks = append(handbacks, l)
-					}
+		var handbacks []string
+		for _, nd := range nodes {
+			for _, l := range strings.Split(nd.stderr(), "\n") {
+				if strings.Contains(l, "handed a session over") || strings.Contains(l, "stays on this node") ||
+					strings.Contains(l, "lent session is back") {
+					handbacks = append(handbacks, l)
 				}
 			}
-			return fmt.Errorf("%d of %d acknowledged messages missing, first %v acknowledged at %v; moves %v; sessions handed back: %v",
-				len(missing), len(want), missing[:min(5, len(missing))], at, moves, handbacks)
 		}
-		return nil
+		return fmt.Errorf("%d of %d acknowledged messages missing, first %v acknowledged at %v; moves %v; sessions handed back: %v",
+			n, len(want), first, at, moveLog, handbacks)
 	})
-	g := got.list()
-	seen := map[string]int{}
-	dups := 0
-	for _, p := range g {
-		if seen[p]++; seen[p] > 1 {
-			dups++
-		}
+	dropped := 0.0
+	for _, nd := range nodes {
+		dropped += scrape(t, nd.ip)["gantry_session_handover_duplicates_total"]
 	}
-	t.Logf("%d acknowledged, %d received, %d twice, over 7 moves", len(want), len(g), dups)
+	got.mu.Lock()
+	t.Logf("%d acknowledged, %d received, %d twice without DUP (queued on both nodes), %v copies dropped, over %d moves: %v",
+		len(want), len(got.got), len(got.dups), dropped, moves+1, moveLog)
+	got.mu.Unlock()
+	return want, got
+}
+
+// TestSessionMovesOnceEach: a subscriber's session moves between the
+// nodes while QoS 1 messages are published on every node without pause:
+// every acknowledged message arrives, and none twice (but for one in
+// flight when its client moved, sent again with DUP). A message published
+// in the window between the claiming node's announcement and the
+// holder's export is queued on both nodes; the claiming node drops its
+// own copy of each message the export carries (the same record of its
+// origin's stream). Without that, 3 to 6 of some 60 messages per move
+// arrived twice.
+func TestSessionMovesOnceEach(t *testing.T) {
+	_, got := moveUnderLoad(t, 3, 200*time.Millisecond)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	if len(got.dups) > 0 {
+		t.Fatalf("%d messages arrived twice without DUP: %v", len(got.dups), got.dups)
+	}
+}
+
+// TestSessionMovesUnderLoad: as TestSessionMovesOnceEach, longer, with
+// more moves: every acknowledged message reaches the subscriber.
+//
+// It lost a message in about one run in six while a directory push of
+// the old holder that reached the claiming node during its claim made
+// that node hand the session back (docs/cluster.md); 0 in 10 runs since.
+// It runs only with GANTRY_SESSION_LOAD=1, outside make test, until more
+// runs confirm it.
+func TestSessionMovesUnderLoad(t *testing.T) {
+	if os.Getenv("GANTRY_SESSION_LOAD") == "" {
+		t.Skip("set GANTRY_SESSION_LOAD=1: slow, and a rare loss fixed recently (see the comment)")
+	}
+	moveUnderLoad(t, 6, 300*time.Millisecond)
 }

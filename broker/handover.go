@@ -319,7 +319,9 @@ func (sess *session) exportLocked() *SessionState {
 // subscriptions it lacks (put in the tree without retained messages: they
 // are resumed, not new), then st's in-flight messages (sent again with
 // DUP and their identifiers when the client attaches), st's queued
-// messages, and after them what the session had queued here. With
+// messages, and after them what the session had queued here, less the
+// messages st carries too (the same Message.Record: published while the
+// session moved, each node queued it). With
 // durability it is stored like any session, and ImportSession returns once
 // the store has it (or failed to write it: the error). An in-process
 // client's identifier is refused.
@@ -395,7 +397,9 @@ func (s *Server) importSession(st *SessionState, after *Message, done func(error
 // right after the queued delivery of message after. An imported in-flight
 // message whose identifier is taken here, or any when a connection is
 // attached already (its resends went out when it attached), is queued
-// instead: sent again as a new delivery. With durability every entry
+// instead: sent again as a new delivery. A delivery queued here behind
+// them that names the record of a message st carries is dropped: the
+// imported copy is the one in place. With durability every entry
 // behind the imported ones is stored again, in the new order (those
 // ahead of them were stored before them already). The caller holds
 // sess.mu. It returns the last message it queued (after when none).
@@ -436,13 +440,23 @@ func (sess *session) importEntriesLocked(st *SessionState, after *Message) *Mess
 		sess.queue.pushBack(d)
 		last = d.msg
 	}
+	carried := carriedRecords(st)
 	for i := keep; i < len(mine.items); i++ {
 		d := mine.items[i]
 		sess.forgetEntryLocked(d.entry)
+		if rec := d.msg.Record; rec != (PeerRecord{}) && carried[rec] {
+			// Queued here too: published while the session was moving,
+			// it reached both nodes. The imported copy keeps its place.
+			d.msg.release() // the queue's reference
+			sess.srv.stats.HandoverDuplicates.Add(1)
+			continue
+		}
 		d.entry = 0
 		sess.persistEntryLocked(&d, nil)
 		sess.queue.pushBack(d)
 	}
+	sess.relieveLocked(false)
+	sess.rememberLocked(carried)
 	for _, pid := range st.InboundQoS2 {
 		if _, held := sess.qos2In[pid]; held {
 			continue
@@ -453,6 +467,70 @@ func (sess *session) importEntriesLocked(st *SessionState, after *Message) *Mess
 		}
 	}
 	return last
+}
+
+// importedFor is how long a session remembers the records of the messages
+// a handover brought: a copy of one that reaches this node only after the
+// import (from a peer whose stream to this node lagged behind its stream
+// to the old holder, or the old holder's own publish) is dropped rather
+// than queued twice. A later one still arrives twice.
+const importedFor = 10 * time.Second
+
+// importedRecords is the records a session's handovers brought, until
+// a time.
+type importedRecords struct {
+	recs  map[PeerRecord]bool
+	until time.Time
+}
+
+// had reports whether rec came with a handover (it is forgotten then: a
+// stream delivers it once); it clears *self once the time passed. The
+// caller holds the session's mu.
+func (ir *importedRecords) had(rec PeerRecord, self **importedRecords) bool {
+	if time.Now().After(ir.until) {
+		*self = nil
+		return false
+	}
+	if rec == (PeerRecord{}) || !ir.recs[rec] {
+		return false
+	}
+	delete(ir.recs, rec)
+	return true
+}
+
+// rememberLocked adds the records of an import to sess.imported. The
+// caller holds sess.mu.
+func (sess *session) rememberLocked(carried map[PeerRecord]bool) {
+	if len(carried) == 0 {
+		return
+	}
+	ir := sess.imported
+	if ir == nil || time.Now().After(ir.until) {
+		sess.imported = &importedRecords{recs: carried, until: time.Now().Add(importedFor)}
+		return
+	}
+	for r := range carried {
+		ir.recs[r] = true
+	}
+	ir.until = time.Now().Add(importedFor)
+}
+
+// carriedRecords is the set of the peer records (PeerRecord) named by
+// st's messages; nil when none names one.
+func carriedRecords(st *SessionState) map[PeerRecord]bool {
+	var out map[PeerRecord]bool
+	for _, es := range [][]EntryRecord{st.Inflight, st.Queued} {
+		for _, e := range es {
+			if e.Msg == nil || e.Msg.Record == (PeerRecord{}) {
+				continue
+			}
+			if out == nil {
+				out = make(map[PeerRecord]bool, len(st.Inflight)+len(st.Queued))
+			}
+			out[e.Msg.Record] = true
+		}
+	}
+	return out
 }
 
 func entryDelivery(e EntryRecord) delivery {

@@ -150,3 +150,44 @@ func TestSessionHandoverInboundQoS2(t *testing.T) {
 		t.Fatalf("got %+v, want PUBCOMP 7 success", comp)
 	}
 }
+
+// A session imported into one that queued some of the same messages
+// meanwhile (published while the session moved, they reached both
+// nodes: the same Message.Record) holds each once, the imported copy in
+// its place; a copy that arrives shortly after the import is dropped
+// too. Messages without a record, or with another, stay.
+func TestImportDropsQueuedCopies(t *testing.T) {
+	t.Parallel()
+	b := startServer(t, broker.Options{})
+	rec := func(seq uint64) broker.PeerRecord { return broker.PeerRecord{Node: "a", Boot: 7, Seq: seq} }
+	msg := func(p string, r broker.PeerRecord) *broker.Message {
+		return &broker.Message{Topic: "t/1", Payload: []byte(p), QoS: 1, Origin: broker.OriginPeer, Record: r}
+	}
+	subs := []broker.SubscriptionRecord{{Filter: "t/#", Options: packet.SubOptions{QoS: 1}}}
+	if err := b.ImportSession(&broker.SessionState{ClientID: "x", Expiry: 3600, Subscriptions: subs}); err != nil {
+		t.Fatal(err)
+	}
+	// Queued here since the claim's announcement.
+	b.PublishMessage(msg("both-1", rec(1)))
+	b.PublishMessage(msg("here-only", broker.PeerRecord{}))
+	b.PublishMessage(msg("here-3", rec(3)))
+	// The export: what the holder queued, some of it queued here too.
+	err := b.ImportSession(&broker.SessionState{ClientID: "x", Expiry: 3600, Subscriptions: subs, Queued: []broker.EntryRecord{
+		{Msg: msg("both-1", rec(1)), QoS: 1}, {Msg: msg("both-4", rec(4)), QoS: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.PublishMessage(msg("both-4", rec(4))) // this node's copy, late
+	b.PublishMessage(msg("new-5", rec(5)))
+	expiry := uint32(3600)
+	c := connectV5(t, b.addr, &paho.Connect{ClientID: "x", KeepAlive: 30, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
+	for _, want := range []string{"both-1", "both-4", "here-only", "here-3", "new-5"} {
+		if p := recv(t, c.msgs, want); string(p.Payload) != want {
+			t.Fatalf("got %q, want %q", p.Payload, want)
+		}
+	}
+	noRecv(t, c.msgs, "a message twice")
+	if n := b.Stats().HandoverDuplicates.Load(); n != 2 {
+		t.Fatalf("HandoverDuplicates = %d, want 2", n)
+	}
+}

@@ -69,9 +69,14 @@ type Message struct {
 	// each message on one node only, which the publisher's node chose.
 	// The message skips every other shared subscription here.
 	PeerGroups []string
-	// Record names a message from a peer node by its record in its
-	// origin's stream (zero when not set), so that the peer's resend after
-	// a failed write is recognised (DeliverBatch).
+	// Record names a message by its record in its origin node's stream
+	// (zero when not set): set by the cluster on a message from a peer,
+	// so that the peer's resend after a failed write is recognised
+	// (DeliverBatch), and on a message published here that went to the
+	// peers (its record in this node's stream), so that a session handed
+	// over from another node, which queued the same message, is imported
+	// without it twice (ImportSession). Queue entries keep it, on disk
+	// too.
 	Record PeerRecord
 
 	// slab is the pooled buffer that holds Payload, nil when Payload is

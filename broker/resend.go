@@ -5,11 +5,14 @@ import (
 	"sync/atomic"
 )
 
-// PeerRecord names a message from a peer node (OriginPeer) by its record
-// in its origin node's reliable stream: the node, its boot (incarnation)
-// and the record's number. The data plane sets it on what it delivers;
-// the zero value names nothing. The broker only compares it: it tells a
-// peer's resend of a message from a new message with the same content.
+// PeerRecord names a message by its record in its origin node's
+// reliable stream: the node, its boot (incarnation) and the record's
+// number. The data plane sets it on what it delivers from a peer
+// (OriginPeer), and on what this node publishes to its peers; the zero
+// value names nothing. The broker only compares it: it tells a peer's
+// resend of a message from a new message with the same content, and a
+// message a session handed over from another node carries from the same
+// one queued here.
 type PeerRecord struct {
 	Node      string
 	Boot, Seq uint64

@@ -79,8 +79,13 @@ type Stats struct {
 	MalformedPackets atomic.Uint64
 	StoreFailures    atomic.Uint64 // publishes refused because the store failed to write
 	StoreWithdrawn   atomic.Uint64 // queued deliveries taken back: their write failed and their sender sends them again (entryWrite)
-	Congestions      atomic.Uint64 // times a session queue filled up and publishers were paused
-	PublisherPauses  atomic.Uint64 // times a publisher's reader waited for a congested session
+	// HandoverDuplicates counts queued deliveries dropped when a session
+	// imported here (ImportSession) carried the same message, named by its
+	// record (Message.Record): published while the session moved, it
+	// reached both nodes.
+	HandoverDuplicates atomic.Uint64
+	Congestions        atomic.Uint64 // times a session queue filled up and publishers were paused
+	PublisherPauses    atomic.Uint64 // times a publisher's reader waited for a congested session
 
 	// Client-protection limits (see Options), counted when they bite.
 	ConnectionsRefused      atomic.Uint64 // CONNECT beyond Options.MaxConnections or ListenerConfig.MaxConnections

@@ -73,6 +73,9 @@ type session struct {
 	// while connected.
 	disconnectedAt int64
 	entrySeq       uint64 // last entry number given to a stored delivery
+	// imported is the records of the messages a session handed over from
+	// another node brought (see importEntriesLocked), nil when none.
+	imported *importedRecords
 
 	expiryTimer *time.Timer
 	will        *willSpec // pending will of the last connection
@@ -150,6 +153,10 @@ func (s *session) enqueue(d delivery, t **storeTicket, via *conn) (persisted boo
 // oldest message is dropped.
 func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bool, wait <-chan struct{}) {
 	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
+		return false, false, nil
+	}
+	if s.imported != nil && s.imported.had(d.msg.Record, &s.imported) {
+		s.srv.stats.HandoverDuplicates.Add(1)
 		return false, false, nil
 	}
 	limit := s.srv.opts.MaxQueuedMessages

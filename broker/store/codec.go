@@ -33,7 +33,8 @@ const (
 const (
 	entryRetain     = 1 << 0
 	entryHasMessage = 1 << 1
-	entryFlagsMask  = entryRetain | entryHasMessage
+	entryHasRecord  = 1 << 2 // the message's Record follows it
+	entryFlagsMask  = entryRetain | entryHasMessage | entryHasRecord
 )
 
 // entryHeaderLen is the fixed prefix of an entry record: version, state
@@ -63,6 +64,9 @@ func EncodeEntry(dst []byte, e *broker.EntryRecord) []byte {
 	}
 	if e.Msg != nil {
 		flags |= entryHasMessage
+		if e.Msg.Record != (broker.PeerRecord{}) {
+			flags |= entryHasRecord
+		}
 	}
 	dst = append(dst, formatV1, e.State)
 	dst = binary.BigEndian.AppendUint16(dst, e.PID)
@@ -73,6 +77,10 @@ func EncodeEntry(dst []byte, e *broker.EntryRecord) []byte {
 	}
 	if e.Msg != nil {
 		dst = appendMessage(dst, e.Msg)
+	}
+	if flags&entryHasRecord != 0 {
+		r := &e.Msg.Record
+		dst = binary.AppendUvarint(binary.AppendUvarint(appendString(dst, r.Node), r.Boot), r.Seq)
 	}
 	return dst
 }
@@ -99,6 +107,13 @@ func DecodeEntry(b []byte) (broker.EntryRecord, error) {
 	}
 	if flags&entryHasMessage != 0 {
 		e.Msg = r.message()
+	}
+	if flags&entryHasRecord != 0 {
+		if e.Msg == nil {
+			r.fail("entry record without a message")
+		} else {
+			e.Msg.Record = broker.PeerRecord{Node: r.string(), Boot: r.uvarint(), Seq: r.uvarint()}
+		}
 	}
 	return e, r.end("entry")
 }

@@ -15,6 +15,8 @@ func sampleEntries() []broker.EntryRecord {
 		{Msg: plainMessage("t", "")},
 		{Msg: fullMessage("a/b/c", "payload"), QoS: 2, Retain: true, SubIDs: []uint32{1, 268435455}, State: broker.EntryReleased, PID: 65535},
 		{Msg: &broker.Message{Topic: "x", Origin: broker.OriginPeer, ExpiresAt: -1}, QoS: 1, State: broker.EntrySent, PID: 1},
+		{Msg: &broker.Message{Topic: "p", Origin: broker.OriginPeer, Record: broker.PeerRecord{Node: "node-2", Boot: 1<<63 + 5, Seq: 300}}, QoS: 2},
+		{Msg: &broker.Message{Topic: "l", Record: broker.PeerRecord{Seq: 1}}, QoS: 1}, // published here: this node's own record
 		{QoS: 1}, // no message
 	}
 }
@@ -54,6 +56,7 @@ func TestCodecRoundTrip(t *testing.T) {
 
 func TestDecodeRejects(t *testing.T) {
 	entry := store.EncodeEntry(nil, &sampleEntries()[1])
+	withRecord := store.EncodeEntry(nil, &sampleEntries()[3])
 	session := store.EncodeSession(nil, sessionRecord("c"))
 	tests := []struct {
 		name   string
@@ -64,7 +67,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"entry format 2", decodeEntry, append([]byte{2}, entry[1:]...)},
 		{"truncated entry", decodeEntry, entry[:len(entry)-1]},
 		{"entry with trailing byte", decodeEntry, append(entry[:len(entry):len(entry)], 0)},
-		{"entry with unknown flag", decodeEntry, []byte{1, 0, 0, 0, 1, 4, 0}},
+		{"entry with unknown flag", decodeEntry, []byte{1, 0, 0, 0, 1, 8, 0}},
+		{"entry record without a message", decodeEntry, []byte{1, 0, 0, 0, 1, 4, 0, 0, 0, 0}},
+		{"entry with truncated record", decodeEntry, withRecord[:len(withRecord)-1]},
 		{"entry with huge sub id count", decodeEntry, []byte{1, 0, 0, 0, 1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
 		{"entry sub id over 32 bits", decodeEntry, []byte{1, 0, 0, 0, 1, 0, 1, 0x80, 0x80, 0x80, 0x80, 0x10}},
 		{"empty session", decodeSession, nil},

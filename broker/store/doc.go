@@ -35,8 +35,10 @@
 //	          will byte 0 | 1 then delay uvarint, expiry uvarint,
 //	                                has-message byte 0 | 1, message body
 //	entry     1, state byte, pid big-endian u16, qos byte,
-//	          flags byte (1 retain, 2 has message),
-//	          n uvarint, n × subscription id uvarint, [message body]
+//	          flags byte (1 retain, 2 has message, 4 has record),
+//	          n uvarint, n × subscription id uvarint, [message body],
+//	          [record: node, boot uvarint, seq uvarint (the message's
+//	          Record, its identity in its origin's stream)]
 //	retained  1, message body
 //
 //	message body: qos byte, origin byte, flags byte, topic, payload,

@@ -221,16 +221,24 @@
 // Step 2 before step 3, and the flush, are what keep a message published
 // during the handover from being lost: every record a peer appended
 // before it knew the claim reaches the holder before the export, and
-// every record after it reaches the claiming node. The price is that a
-// message published in the window between the announcement and the
-// export (milliseconds, the flush included) may be queued by both and
-// arrive twice: telling them apart needs the message's identity in its
-// origin's stream (origin, boot, seq) on the broker's queue entries,
-// which receive.go and the outbox know but do not pass to the broker yet
-// (with it the flush's target gives an exact cut per stream). A peer
-// whose link to the holder is down during the handover cannot flush: a
-// record it passed over for the claiming node and delivers to the holder
-// only later is lost for the session.
+// every record after it reaches the claiming node. A message published
+// in the window between the announcement and the export (milliseconds,
+// the flush included) reaches both, and both queue it; the claiming node
+// keeps one. Every message names its record in its origin's stream
+// (broker.Message.Record: origin, boot, seq): receive.go names what a
+// peer sends (a replay and a released copy by their origin's record),
+// InterceptPublish what is published here (nameLocal: the record the
+// outbox gave it, which the peers receive it under), and the queue
+// entries keep the name, on disk too, and in the export (wireEntry.Rec).
+// The claiming node drops its own queued copy of each message the export
+// carries, and, for 10 s, a copy that arrives only after the import (a
+// peer's stream to it lagging behind its stream to the holder, or the
+// holder's own publish): broker.Stats.HandoverDuplicates. A message
+// published here while Cluster.QuorumGateEnabled is off has no name (the
+// outbox numbers it inside replicate, in quorum.go): a copy of it may
+// still arrive twice. A peer whose link to the holder is down during the
+// handover cannot flush: a record it passed over for the claiming node
+// and delivers to the holder only later is lost for the session.
 //
 // The directory: every node pushes the list of its persistent sessions
 // (subscriptions, expiry, connected or since when not, and when it took
@@ -244,23 +252,25 @@
 // from the partition copies it holds (sessions_copies.go), every record
 // the subscriptions match that entered the cluster since the session went
 // offline (since 10 s before the holder's last push, when the client was
-// connected to it): what the holder had queued, or would have. The
+// connected to it): what the holder had queued, or would have, each named
+// by its origin's record as the copies keep it. The
 // messages that member queued follow again when it returns: the new holder's
 // push lists the session with a newer claim, and the returning node hands
 // its copy over (POST /cluster/sessions/handover; returnSession), behind
-// what the client got meanwhile. What it received again from its peers'
-// backlogs after its restart, for that session, may then arrive twice.
+// what the client got meanwhile; a message of it still queued here from
+// the copies is dropped (the same record), but one the client had from
+// them already arrives again, as does what the returning node received
+// again from its peers' backlogs after its restart.
 // The claims are kept in DataDir/sessions-since.json with durability.
 //
 // Expiry runs where the session is: only its holder has it (a confirmed
 // export deletes the session; a lent one does not expire), and a directory entry whose expiry passed is
 // ignored; the holder's next push drops it.
 //
-// Still to come: the message identity on queue entries (exact handover
-// under concurrent publishes; and the returning holder's queue without
-// what the copies redelivered), asking the other copies for the
-// partitions this node holds no copy of (clusters larger than
-// ReplicationFactor).
+// Still to come: the returning holder's queue without what the client
+// had from the copies (the new holder would have to remember what it
+// delivered), asking the other copies for the partitions this node holds
+// no copy of (clusters larger than ReplicationFactor).
 //
 // Topology ring is not built, by decision: the reference's ring sends QoS
 // 0 to two neighbours without relaying (the mesh up to 3 nodes, lost

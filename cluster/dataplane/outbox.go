@@ -262,6 +262,12 @@ func (o *outbox) addBestEffort(msg []byte, topic string, groups map[string][]str
 // once the record is on disk (or failed to get there) and addReliable
 // returns true; without one it returns false and never calls done.
 func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) bool {
+	_, deferred := o.addNumbered(msg, topic, retain, groups, rep, done)
+	return deferred
+}
+
+// addNumbered is addReliable that also returns the record's number.
+func (o *outbox) addNumbered(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) (uint64, bool) {
 	o.mu.Lock()
 	seq := o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups, rep: rep}, done)
 	if rep == nil && done == nil {
@@ -271,7 +277,7 @@ func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[s
 		signal(ps)
 	}
 	o.mu.Unlock()
-	return o.store != nil
+	return seq, o.store != nil
 }
 
 // addReplicated appends a QoS 1/2 record of a partition and returns its
@@ -303,6 +309,9 @@ func (o *outbox) appendLocked(e entry, done func(error)) uint64 {
 	e.seq = o.head() + 1
 	if q := e.rep.quorum(); q != nil {
 		q.seq.Store(e.seq) // before anyone can refuse it (refuse names it)
+		if n, ok := q.res.(numberedResolver); ok {
+			n.numbered(e.seq) // the publish learns its record (plane.go, nameLocal)
+		}
 	}
 	o.entries = append(o.entries, e)
 	if len(o.entries) > o.max {

@@ -364,13 +364,43 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 		return nil
 	}
 	if p.gate != nil {
-		return p.replicate(m, enc, groups, r)
+		return p.replicate(m, enc, groups, &namingResolver{Resolver: r, m: m, p: p})
 	}
-	if p.out.addReliable(enc, m.Topic, m.Retain, groups, nil, r.Resolve) {
+	seq, deferred := p.out.addNumbered(enc, m.Topic, m.Retain, groups, nil, r.Resolve)
+	p.nameLocal(m, seq)
+	if deferred {
 		return broker.ErrDeferred // acknowledged once the record is on disk
 	}
 	return nil
 }
+
+// nameLocal names a QoS 1/2 message published here by its record seq in
+// this node's stream (broker.Message.Record), as the peers that receive
+// it name it: a session queued both here and on a peer while it moved
+// (the window between the claiming node's announcement and the holder's
+// export) is imported without the copy queued twice. Routing here comes
+// after it: the publish hook runs first.
+func (p *Plane) nameLocal(m *broker.Message, seq uint64) {
+	m.Record = broker.PeerRecord{Node: p.opts.NodeName, Boot: p.boot, Seq: seq}
+}
+
+// numberedResolver is a publish's Resolver that learns the message's
+// record number when the outbox numbers its quorum write (appendLocked:
+// the number is known only there, under the outbox's lock).
+type numberedResolver interface {
+	broker.Resolver
+	numbered(seq uint64)
+}
+
+// namingResolver names its message (nameLocal) once numbered; it runs on
+// the publisher's goroutine, inside the publish hook.
+type namingResolver struct {
+	broker.Resolver
+	m *broker.Message
+	p *Plane
+}
+
+func (n *namingResolver) numbered(seq uint64) { n.p.nameLocal(n.m, seq) }
 
 // NeverBlocks declares the hook non-blocking (broker.NonBlocking).
 func (p *Plane) NeverBlocks() {}

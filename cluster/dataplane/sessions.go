@@ -196,6 +196,26 @@ type wireEntry struct {
 	SubIDs []uint32 `json:"i,omitempty"`
 	State  uint8    `json:"s,omitempty"`
 	PID    uint16   `json:"p,omitempty"`
+	// Rec is the message's identity in its origin's stream
+	// (broker.Message.Record), which wire.AppendMessage does not carry:
+	// the taker drops its own queued copy of the same message.
+	Rec *wireRecord `json:"o,omitempty"`
+}
+
+// wireRecord is a broker.PeerRecord between nodes.
+type wireRecord struct {
+	Node string `json:"n"`
+	Boot uint64 `json:"b"`
+	Seq  uint64 `json:"s"`
+}
+
+// toWire is e between nodes; msg is its message's wire encoding.
+func toWire(e broker.EntryRecord, msg []byte) wireEntry {
+	w := wireEntry{Msg: msg, QoS: e.QoS, Retain: e.Retain, SubIDs: e.SubIDs, State: e.State, PID: e.PID}
+	if r := e.Msg.Record; r != (broker.PeerRecord{}) {
+		w.Rec = &wireRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq}
+	}
+	return w
 }
 
 func encodeState(st *broker.SessionState) *wireState {
@@ -206,8 +226,7 @@ func encodeState(st *broker.SessionState) *wireState {
 	enc := func(es []broker.EntryRecord) []wireEntry {
 		out := make([]wireEntry, 0, len(es))
 		for _, e := range es {
-			out = append(out, wireEntry{Msg: wire.AppendMessage(nil, e.Msg), QoS: e.QoS, Retain: e.Retain, SubIDs: e.SubIDs,
-				State: e.State, PID: e.PID})
+			out = append(out, toWire(e, wire.AppendMessage(nil, e.Msg)))
 		}
 		return out
 	}
@@ -229,6 +248,9 @@ func decodeState(w *wireState) (*broker.SessionState, error) {
 			}
 			if e.QoS == 0 || e.QoS > 2 {
 				return nil, fmt.Errorf("%w: a queued message at QoS %d", wire.ErrCorrupt, e.QoS)
+			}
+			if r := e.Rec; r != nil {
+				d.Msg.Record = broker.PeerRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq}
 			}
 			out = append(out, broker.EntryRecord{Msg: d.Msg, QoS: e.QoS, Retain: e.Retain, SubIDs: e.SubIDs, State: e.State, PID: e.PID})
 		}

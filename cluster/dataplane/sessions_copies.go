@@ -76,6 +76,11 @@ func (s *Sessions) redeliverFromCopies(client string, e dirEntry, heard time.Tim
 			continue
 		}
 		m := d.Msg
+		// Named as its copies name it: the holder's queue, handed over
+		// when it returns, holds the same message under the same name
+		// (its origin's record), and the copy queued here is dropped
+		// then if the client has not had it yet.
+		m.Record = broker.PeerRecord{Node: r.id.origin, Boot: r.id.boot, Seq: r.id.seq}
 		buf = subs.Match(m.Topic, buf[:0], nil)
 		var qos byte
 		var ids []uint32

@@ -162,7 +162,7 @@ func (s *Sessions) part(l *lend, off int) sessionReply {
 			break
 		}
 		bytes += len(msg)
-		*list = append(*list, wireEntry{Msg: msg, QoS: e.QoS, Retain: e.Retain, SubIDs: e.SubIDs, State: e.State, PID: e.PID})
+		*list = append(*list, toWire(e, msg))
 	}
 	return sessionReply{Held: true, Lend: l.id, State: w, More: i < total}
 }

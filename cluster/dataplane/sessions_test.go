@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -10,17 +11,32 @@ import (
 
 // A session's state survives its encoding between nodes: subscriptions,
 // in-flight entries with their state and identifiers, queued entries in
-// order, inbound QoS 2 identifiers; a queued QoS 0 entry is refused.
+// order with their messages' records, inbound QoS 2 identifiers; a
+// queued QoS 0 entry is refused.
 func TestSessionStateRoundTrip(t *testing.T) {
 	msg := func(p string) *broker.Message {
 		return &broker.Message{Topic: "t/" + p, Payload: []byte(p), QoS: 2, ClientID: "pub", ContentType: "text/plain"}
 	}
+	rec := broker.PeerRecord{Node: "node-2", Boot: 1796300580605394945, Seq: 12}
+	named := func(p string) *broker.Message {
+		m := msg(p)
+		m.Record = rec
+		return m
+	}
 	st := &broker.SessionState{ClientID: "x", Expiry: 60,
 		Subscriptions: []broker.SubscriptionRecord{{Filter: "t/#", Options: packet.SubOptions{QoS: 2, NoLocal: true}, SubID: 7}},
 		Inflight:      []broker.EntryRecord{{Msg: msg("a"), QoS: 2, State: broker.EntryReleased, PID: 9, SubIDs: []uint32{7}}},
-		Queued:        []broker.EntryRecord{{Msg: msg("b"), QoS: 1, Retain: true}, {Msg: msg("c"), QoS: 2}},
+		Queued:        []broker.EntryRecord{{Msg: msg("b"), QoS: 1, Retain: true}, {Msg: named("c"), QoS: 2}},
 		InboundQoS2:   []uint16{3, 4}}
-	got, err := decodeState(encodeState(st))
+	data, err := json.Marshal(encodeState(st)) // as it travels
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w0 wireState
+	if err := json.Unmarshal(data, &w0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeState(&w0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +48,8 @@ func TestSessionStateRoundTrip(t *testing.T) {
 		f[0].Msg.ContentType != "text/plain" || len(f[0].SubIDs) != 1 {
 		t.Fatalf("in flight %+v", f)
 	}
-	if q := got.Queued; len(q) != 2 || string(q[0].Msg.Payload) != "b" || !q[0].Retain || q[0].QoS != 1 || string(q[1].Msg.Payload) != "c" {
+	if q := got.Queued; len(q) != 2 || string(q[0].Msg.Payload) != "b" || !q[0].Retain || q[0].QoS != 1 || string(q[1].Msg.Payload) != "c" ||
+		q[0].Msg.Record != (broker.PeerRecord{}) || q[1].Msg.Record != rec {
 		t.Fatalf("queued %+v", q)
 	}
 	w := encodeState(st)
