@@ -64,7 +64,12 @@ func (n *Node) commitLoT(c *lotCommand) (uint64, error) {
 	}
 	f := n.raft.Apply(data, applyTimeout)
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		if errors.Is(err, raft.ErrNotLeader) {
+			// Refused before it was appended: another leader may take it
+			// (viaLeader).
+			return 0, fmt.Errorf("%w: %w", ErrLoTNoMajority, ErrNotLeader)
+		}
+		if errors.Is(err, raft.ErrLeadershipLost) {
 			return 0, fmt.Errorf("%w: %v", ErrLoTNoMajority, err)
 		}
 		return 0, fmt.Errorf("%w (%v)", ErrLoTNoMajority, err)
@@ -237,10 +242,6 @@ func (n *Node) ClaimStart(ctx context.Context, c StartClaim) error {
 		return ErrStartClaimed
 	}
 	c.Node, c.Session = n.opts.NodeName, st.Session.ID
-	if n.raft.State() == raft.Leader {
-		_, err := n.commitLoT(&lotCommand{From: n.opts.NodeName, Start: &c})
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, lotTimeout)
 	defer cancel()
 	req := LoTRequest{ClusterID: n.opts.ClusterID, From: n.opts.NodeName, Start: &c}
