@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 
@@ -30,7 +31,10 @@ type wal struct {
 	f   *os.File // current segment
 	n   uint64   // its number
 	off int64    // bytes of f that hold the header and whole frames
-	buf []byte   // frame buffer, reused
+	// reserved is how far f holds written bytes, zeros beyond off
+	// (segfile.Reserve).
+	reserved int64
+	buf      []byte // frame buffer, reused
 }
 
 // maxKeptFrameBuf is the largest frame buffer kept for the next commit.
@@ -43,7 +47,7 @@ func (w *wal) create(n uint64) error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	w.f, w.n, w.off = f, n, walHeaderSize
+	w.f, w.n, w.off, w.reserved = f, n, walHeaderSize, walHeaderSize
 	return nil
 }
 
@@ -70,11 +74,13 @@ func (w *wal) write() (int, error) {
 			return 0, err
 		}
 	}
+	_ = segfile.Reserve(w.f, &w.reserved, w.off+int64(len(frame))) // without the room, the frame alone
 	_, err := w.f.WriteAt(frame, w.off)
 	if err == nil {
 		err = segfile.Fdatasync(w.f)
 	}
 	if err != nil {
+		w.reserved = w.off
 		if terr := w.f.Truncate(w.off); terr != nil {
 			err = fmt.Errorf("%w (and cutting the refused frame off %s failed: %v)", err, w.f.Name(), terr)
 		}
@@ -158,6 +164,9 @@ func decodeSegment(raw []byte) (segment, error) {
 	rest := raw[walHeaderSize:]
 	for sg.valid = walHeaderSize; len(rest) > 0; sg.valid = len(raw) - len(rest) {
 		body, next, err := segfile.CutFrame(rest)
+		if errors.Is(err, segfile.ErrEnd) {
+			return sg, nil // the space reserved after the last frame
+		}
 		if err == nil {
 			sg.ops, sg.stamp, err = decodeFrame(body, sg.ops, sg.stamp)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"gantry/broker"
 	"gantry/broker/store"
+	"gantry/broker/store/segfile"
 )
 
 // noCheckpoints keeps everything in the log: nothing writes the store
@@ -181,6 +182,24 @@ func TestLogTornTail(t *testing.T) {
 	}
 }
 
+// framesEnd is where the frames of segment b end: the zeros the writer
+// reserved follow (segfile.Reserve).
+func framesEnd(t *testing.T, b []byte) int {
+	t.Helper()
+	pos := 8 // after the header
+	for pos < len(b) {
+		_, next, err := segfile.CutFrame(b[pos:])
+		if errors.Is(err, segfile.ErrEnd) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("segment damaged at %d: %v", pos, err)
+		}
+		pos = len(b) - len(next)
+	}
+	return pos
+}
+
 // A damaged segment that is not the last is no crash's work: Open
 // refuses it rather than drop what follows.
 func TestLogDamagedSegmentRefused(t *testing.T) {
@@ -193,7 +212,7 @@ func TestLogDamagedSegmentRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)-3] ^= 0xff // inside the last frame: its checksum fails
+	b[framesEnd(t, b)-3] ^= 0xff // inside the last frame: its checksum fails
 	bad := filepath.Join(img+".wal", strings.Repeat("0", 20)+".log")
 	if err := os.WriteFile(bad, b, 0o600); err != nil {
 		t.Fatal(err)

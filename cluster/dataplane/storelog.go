@@ -349,10 +349,14 @@ func parseFrame(ops []logOp, body []byte, version uint32) ([]logOp, error) {
 	return ops, nil
 }
 
-// splitFrames returns the frame bodies of b up to the first torn one.
+// splitFrames returns the frame bodies of b up to the first torn one, or
+// to the zeros a segment reserved after its last.
 func splitFrames(raw []byte) (frames [][]byte, torn bool) {
 	for len(raw) > 0 {
 		body, rest, err := segfile.CutFrame(raw)
+		if errors.Is(err, segfile.ErrEnd) {
+			return frames, false
+		}
 		if err != nil {
 			return frames, true
 		}
@@ -390,6 +394,9 @@ type segLog struct {
 	f    *os.File // nil: the next frame starts segment num+1
 	num  uint64   // the newest segment's number
 	size int64
+	// reserved is how far f holds written bytes, zeros beyond size
+	// (segfile.Reserve).
+	reserved int64
 	// failNext makes the next append fail, as a full disk would (tests);
 	// full makes every append fail while it is set.
 	failNext, full atomic.Bool
@@ -407,8 +414,11 @@ func (l *segLog) append(frame []byte) error {
 	var err error
 	if l.failNext.CompareAndSwap(true, false) || l.full.Load() {
 		err = errInjected
-	} else if _, err = l.f.WriteAt(frame, l.size); err == nil {
-		err = segfile.Fdatasync(l.f)
+	} else {
+		_ = segfile.Reserve(l.f, &l.reserved, l.size+int64(len(frame))) // without the room, the frame alone
+		if _, err = l.f.WriteAt(frame, l.size); err == nil {
+			err = segfile.Fdatasync(l.f)
+		}
 	}
 	if err != nil {
 		l.f.Truncate(l.size) // best effort: replay stops at a torn frame anyway
@@ -426,7 +436,7 @@ func (l *segLog) create(n uint64) error {
 	if err != nil {
 		return fmt.Errorf("dataplane: %w", err)
 	}
-	l.f, l.num, l.size = f, n, logHeaderSize
+	l.f, l.num, l.size, l.reserved = f, n, logHeaderSize, logHeaderSize
 	return nil
 }
 

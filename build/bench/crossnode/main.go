@@ -36,7 +36,7 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "load before the window")
 	durable := flag.Bool("durable", false, "durability on every node (QoS 1 acknowledged after fsync)")
 	quorum := flag.Bool("quorum", false, "measure the quorum write (acknowledged publishes/s; implies -durable)")
-	profile = flag.Bool("pprof", false, "serve the cluster nodes' profiles on 127.0.0.1:6060, 6061, 6062 (GANTRY_PPROF)")
+	profile = flag.Bool("pprof", false, "serve the cluster nodes' profiles on 127.0.0.1:6060, 6061, 6062 and the single node's on 6063 (GANTRY_PPROF)")
 	flag.Parse()
 	if *quorum {
 		*durable = true
@@ -90,7 +90,11 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum
 			}
 		}
 	}()
-	if err := start(bin, single, base(single)); err != nil {
+	singleEnv := base(single)
+	if *profile {
+		singleEnv = append(singleEnv, "GANTRY_PPROF=127.0.0.1:6063")
+	}
+	if err := start(bin, single, singleEnv); err != nil {
 		return err
 	}
 	for i, n := range cluster {
