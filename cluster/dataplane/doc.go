@@ -270,7 +270,8 @@
 // Still to come: the returning holder's queue without what the client
 // had from the copies (the new holder would have to remember what it
 // delivered), asking the other copies for the partitions this node holds
-// no copy of (clusters larger than ReplicationFactor).
+// no copy of (clusters larger than ReplicationFactor), or a copy still
+// syncing (a map not settled yet).
 //
 // Topology ring is not built, by decision: the reference's ring sends QoS
 // 0 to two neighbours without relaying (the mesh up to 3 nodes, lost
