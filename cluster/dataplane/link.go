@@ -221,7 +221,7 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 		return nil
 	}
 	var pid uint16
-	var frame, out []byte
+	var frame, signed, out []byte
 	want := func(topic string) bool { return l.p.wants(l.peer, topic) }
 	nextPID := func() uint16 {
 		if pid++; pid == 0 {
@@ -240,7 +240,8 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 				return wire.RecordSizeRep(seq, msg, groups, rep)
 			}, nextPID)
 			if n > 0 {
-				pub := packet.Publish{Topic: []byte(frameTopic), Payload: l.p.opts.Signer.Sign(frame)}
+				signed = l.p.opts.Signer.AppendSign(signed[:0], frame)
+				pub := packet.Publish{Topic: []byte(frameTopic), Payload: signed}
 				if fpid != 0 {
 					pub.QoS, pub.PacketID = 1, fpid
 				}

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -53,6 +55,9 @@ type Signer struct {
 	window   time.Duration
 	now      func() time.Time
 	lastSent atomic.Int64 // last timestamp Sign wrote, Unix ns
+	// macs are HMACs keyed with envKey, reset and reused: a new one per
+	// envelope was two hashes' setup and an allocation per frame.
+	macs sync.Pool
 }
 
 // Message is a verified (or, from Peek, merely parsed) envelope.
@@ -77,8 +82,19 @@ func New(secret []byte, opts *Options) *Signer {
 	if len(secret) > 0 {
 		s.envKey = derive(secret, envelopeKey)
 		s.valKey = derive(secret, valueKey)
+		s.macs.New = func() any { return hmac.New(sha256.New, s.envKey) }
 	}
 	return s
+}
+
+// envMAC appends the envelope MAC of msg to dst.
+func (s *Signer) envMAC(dst, msg []byte) []byte {
+	m := s.macs.Get().(hash.Hash)
+	m.Reset()
+	m.Write(msg)
+	dst = m.Sum(dst)
+	s.macs.Put(m)
+	return dst
 }
 
 func derive(secret []byte, label string) []byte {
@@ -104,6 +120,17 @@ func (s *Signer) Window() time.Duration {
 // (strictly later than any earlier Sign of this Signer) and, with a
 // secret, its MAC.
 func (s *Signer) Sign(msg []byte) []byte {
+	size := HeaderSize + len(msg)
+	if s.Enabled() {
+		size += MACSize
+	}
+	return s.AppendSign(make([]byte, 0, size), msg)
+}
+
+// AppendSign is Sign appending the envelope to dst, for a writer that
+// reuses its buffer (a link's frames: a new buffer per frame was zeroed
+// whole, up to a frame's 256 KB, before the copy filled it).
+func (s *Signer) AppendSign(dst, msg []byte) []byte {
 	var now time.Time
 	if s == nil {
 		now = time.Now()
@@ -114,21 +141,15 @@ func (s *Signer) Sign(msg []byte) []byte {
 	if s != nil {
 		ts = s.nextTimestamp(ts)
 	}
-	size := HeaderSize + len(msg)
+	start := len(dst)
+	dst = append(dst, magic[0], magic[1], version, 0)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+	dst = append(dst, msg...)
 	if s.Enabled() {
-		size += MACSize
+		dst[start+3] = flagSigned
+		dst = s.envMAC(dst, dst[start:])
 	}
-	out := make([]byte, HeaderSize, size)
-	out[0], out[1], out[2] = magic[0], magic[1], version
-	binary.BigEndian.PutUint64(out[4:12], uint64(ts))
-	out = append(out, msg...)
-	if s.Enabled() {
-		out[3] = flagSigned
-		m := hmac.New(sha256.New, s.envKey)
-		m.Write(out)
-		out = m.Sum(out)
-	}
-	return out
+	return dst
 }
 
 // nextTimestamp returns max(ts, last+1) and records it.
@@ -186,9 +207,8 @@ func (s *Signer) Verify(signed []byte) (Message, error) {
 		return Message{}, ErrUnsigned
 	case m.Signed:
 		body := signed[:len(signed)-MACSize]
-		mac := hmac.New(sha256.New, s.envKey)
-		mac.Write(body)
-		if !hmac.Equal(mac.Sum(nil), signed[len(body):]) {
+		var sum [MACSize]byte
+		if !hmac.Equal(s.envMAC(sum[:0], body), signed[len(body):]) {
 			return Message{}, ErrBadSignature
 		}
 	}
