@@ -328,6 +328,14 @@ func TestSessionHandoverBothNodesUp(t *testing.T) {
 		t.Fatalf("b's session metrics: handovers %v, held %v, want 1 and 1",
 			m["coreflux_cluster_session_handovers_total"], m["coreflux_cluster_sessions_held"])
 	}
+	// a lent it and b confirmed: settled, nothing taken back.
+	m := scrape(t, a.ip)
+	for name, want := range map[string]float64{"coreflux_cluster_session_handovers_total": 1, "coreflux_cluster_sessions_lent": 0,
+		"coreflux_cluster_session_lends_taken_back_total": 0, "coreflux_cluster_session_returns_failed_total": 0} {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("a's %s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
 	publishV5(t, a.addr(), "line/3", "after", 1)
 	eventually(t, 10*time.Second, func() error { return got.hasAll([]string{"after"}) })
 	backlogEmpty(t, a)

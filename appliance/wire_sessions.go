@@ -72,10 +72,16 @@ var (
 		"Sessions served from the directory because their holder did not answer.", nil, nil)
 	sessCopies = prometheus.NewDesc("coreflux_cluster_session_messages_from_copies_total",
 		"Messages queued from the partition copies for sessions whose holder was down.", nil, nil)
+	sessLent = prometheus.NewDesc("coreflux_cluster_sessions_lent",
+		"Sessions this node handed over and keeps until the new node confirms it stored them.", nil, nil)
+	sessTakenBack = prometheus.NewDesc("coreflux_cluster_session_lends_taken_back_total",
+		"Sessions handed over without the new node's confirmation, taken back and handed over again (their messages may arrive twice).", nil, nil)
+	sessReturnFailed = prometheus.NewDesc("coreflux_cluster_session_returns_failed_total",
+		"Hand-overs of a session kept while this node was away that its new holder did not take (tried again at the next directory push).", nil, nil)
 )
 
 func (c sessionsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sessHeld, sessClaims, sessMoved, sessDirectory, sessCopies} {
+	for _, d := range []*prometheus.Desc{sessHeld, sessClaims, sessMoved, sessDirectory, sessCopies, sessLent, sessTakenBack, sessReturnFailed} {
 		ch <- d
 	}
 }
@@ -88,4 +94,7 @@ func (c sessionsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sessMoved, prometheus.CounterValue, float64(st.Exported+st.Returned), "out")
 	ch <- prometheus.MustNewConstMetric(sessDirectory, prometheus.CounterValue, float64(st.FromDirectory))
 	ch <- prometheus.MustNewConstMetric(sessCopies, prometheus.CounterValue, float64(st.FromCopies))
+	ch <- prometheus.MustNewConstMetric(sessLent, prometheus.GaugeValue, float64(st.Lent))
+	ch <- prometheus.MustNewConstMetric(sessTakenBack, prometheus.CounterValue, float64(st.TakenBack))
+	ch <- prometheus.MustNewConstMetric(sessReturnFailed, prometheus.CounterValue, float64(st.ReturnFailed))
 }

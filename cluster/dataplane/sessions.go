@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -150,6 +151,11 @@ func (p *Plane) NewSessions(opts SessionOptions) *Sessions {
 	s := &Sessions{p: p, opts: opts, log: p.log.With("component", "sessions"), since: map[string]int64{},
 		dir: map[string]map[string]dirEntry{}, heard: map[string]time.Time{}, pushed: map[string]pushMark{}, wake: make(chan struct{}, 1), savedSince: true,
 		lends: map[string]*lend{}, claiming: map[string]int{}}
+	// Lend numbers start anywhere: a borrower's request for a lend of
+	// this node's previous run (its answer lost, the node restarted) must
+	// not match a new lend of the same client to the same node, or its
+	// confirmation would release a session the borrower never pulled.
+	s.lendSeq = rand.Uint64() >> 1
 	s.loadSince()
 	return s
 }

@@ -330,6 +330,12 @@ type SessionsStatus struct {
 	Returned      uint64              `json:"returned"`      // sessions this node kept while away, handed to their new holder
 	ReturnFailed  uint64              `json:"returnFailed"`  // such hand-overs that failed (tried again)
 	FromCopies    uint64              `json:"fromCopies"`    // messages queued from the partition copies for sessions whose holder is down
+	// Lent is the sessions this node lent to another and that are not
+	// settled yet (the borrower has not confirmed it stored them);
+	// TakenBack counts the lends that ended without that confirmation
+	// (handed over again).
+	Lent      int    `json:"lent"`
+	TakenBack uint64 `json:"takenBack"`
 }
 
 // HeldSession is one persistent session of this node.
@@ -346,7 +352,10 @@ func (s *Sessions) Status() SessionsStatus {
 	st := SessionsStatus{Held: make([]HeldSession, 0, len(sums)), Directory: map[string][]string{},
 		Claims: s.claims.Load(), TookOver: s.tookOver.Load(), Exported: s.exported.Load(), Imported: s.imported.Load(),
 		FromDirectory: s.fromDirectory.Load(), Returned: s.returned.Load(), ReturnFailed: s.returnFailed.Load(),
-		FromCopies: s.fromCopies.Load()}
+		FromCopies: s.fromCopies.Load(), TakenBack: s.takenBack.Load()}
+	s.lmu.Lock()
+	st.Lent = len(s.lends)
+	s.lmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range sums {

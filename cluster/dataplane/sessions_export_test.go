@@ -384,3 +384,28 @@ func TestSessionReturnAfterClaimEnded(t *testing.T) {
 	b.srv.PublishMessage(&broker.Message{Topic: "t/2", Payload: []byte("after"), QoS: 1})
 	gotExactly(t, got, append(want, "after"))
 }
+
+// Lend numbers do not start again with a node's restart: a borrower's
+// request for a lend of the previous run would match the new one of the
+// same client (its confirmation released a session it never pulled).
+func TestLendNumbersAcrossRestarts(t *testing.T) {
+	a, _ := sessPair(t, nil)
+	offlineWith(t, a, "x", 0, 1)
+	first := a.s.lendTo("x", "b", true)
+	if first == nil {
+		t.Fatal("a does not lend x")
+	}
+	a.s.giveBack(first, "test", false)
+	restarted := a.s.p.NewSessions(a.s.opts) // the exchange as a restart builds it
+	again := restarted.lendTo("x", "b", true)
+	if again == nil {
+		t.Fatal("a does not lend x again")
+	}
+	defer restarted.giveBack(again, "test", false)
+	if again.id == first.id {
+		t.Fatalf("the restarted exchange numbered its lend %d, as the previous run did", again.id)
+	}
+	if st := a.s.Status(); st.TakenBack != 1 || st.Lent != 0 {
+		t.Fatalf("status: taken back %d, lent %d; want 1, 0", st.TakenBack, st.Lent)
+	}
+}
