@@ -283,10 +283,12 @@
 //
 // The session exchange runs on the connecting client's reader
 // (ClaimSession: it blocks that connection only, at most claimWait per
-// step, 300 ms for a member whose link is down), on the operations
+// step, 300 ms for a member whose link is down, a part of the handover
+// claimWait and the time PartBytes takes at 256 KiB/s), on the operations
 // server's handlers, and in one goroutine (Sessions.Run, the directory
 // pushes, started by the appliance); Sessions.mu guards its claims and
-// directory and is held for no I/O or broker call.
+// directory and is held for no I/O or broker call; Sessions.lmu its lends
+// (an answer being written holds its lend open: answering, answered).
 //
 // InterceptPublish runs on publishers' goroutines and never blocks: it
 // encodes once and appends to the outbox under its mutex; with a store the

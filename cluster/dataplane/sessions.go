@@ -378,7 +378,7 @@ func (s *Sessions) claimFrom(client string, holders []string, replies map[string
 		// The holder flushes its peers' streams first (flushWait) and
 		// waits for its own quorum writes.
 		var r sessionReply
-		if err := s.postWithin(flushWait+claimWait, h, SessionsExportPath, sessionReq{Client: client}, &r); err != nil {
+		if err := s.postWithin(flushWait+s.partWait(), h, SessionsExportPath, sessionReq{Client: client}, &r); err != nil {
 			// The holder keeps the session it lent, and hands it over
 			// again once this node's next request does not come.
 			s.log.Warn("session handover interrupted: the holder keeps the messages and hands them over again", "client", client,

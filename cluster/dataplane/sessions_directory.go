@@ -312,6 +312,9 @@ func (s *Sessions) serve(w http.ResponseWriter, r *http.Request, path string) {
 	}
 	data, _ := json.Marshal(reply)
 	s.p.requests.WriteReply(w, http.StatusOK, signed, data)
+	if (path == SessionsExportPath || path == SessionsPartPath) && reply.Lend != 0 {
+		s.answered(req.Client, reply.Lend) // the lend's wait counts from here
+	}
 }
 
 // SessionsStatus is GET /cluster/sessions.

@@ -33,7 +33,22 @@ const (
 	partEntries = 1024             // and its entries at most
 	lendWait    = 10 * time.Second // a lent session waits this long for its borrower's next request
 	returnWait  = 30 * time.Second // a returning holder's offer waits this long for the new holder to pull it whole
+	// partRate is the slowest link a part is given time for: at
+	// PartBytes, a part's request waits claimWait plus PartBytes at this
+	// rate (8 s for 2 MiB), and a lent session as long beyond LendWait
+	// after its last answer. With claimWait alone, a part that took longer
+	// than 2 s to arrive was given up, the session taken back and lent
+	// again, and on a slow link a large session never finished moving.
+	partRate = 256 << 10 // bytes/s
 )
+
+// transferWait is the time a part is given to travel (see partRate).
+func (s *Sessions) transferWait() time.Duration {
+	return time.Duration(s.opts.PartBytes) * time.Second / partRate
+}
+
+// partWait bounds a request whose answer is a part.
+func (s *Sessions) partWait() time.Duration { return claimWait + s.transferWait() }
 
 // lend is a session this node lent and has not settled yet.
 type lend struct {
@@ -43,7 +58,11 @@ type lend struct {
 	claim  bool   // lent to a claiming node (else returned to a newer holder)
 	ls     *broker.LentSession
 	timer  *time.Timer // gives it back after LendWait without a request
-	last   time.Time   // the borrower's last request (guarded by Sessions.lmu)
+	// last is the borrower's last request, or the end of the last
+	// answer's write; writing counts the answers being written (a lend
+	// does not time out meanwhile). Guarded by Sessions.lmu.
+	last    time.Time
+	writing int
 }
 
 // lendTo lends client's session to node to; nil when this node does not
@@ -59,8 +78,31 @@ func (s *Sessions) lendTo(client, to string, claim bool) *lend {
 	s.lendSeq++
 	l := &lend{id: s.lendSeq, client: client, to: to, claim: claim, ls: ls, last: time.Now()}
 	s.lends[client] = l
-	l.timer = time.AfterFunc(s.opts.LendWait, func() { s.lendTimedOut(l) })
+	l.timer = time.AfterFunc(s.lendWait(), func() { s.lendTimedOut(l) })
 	return l
+}
+
+// lendWait is how long a lend waits after its borrower's last request or
+// its last answer: LendWait, and the time that answer may take to
+// arrive (transferWait).
+func (s *Sessions) lendWait() time.Duration { return s.opts.LendWait + s.transferWait() }
+
+// answering notes that an answer of l (a part) is being written.
+func (s *Sessions) answering(l *lend) {
+	s.lmu.Lock()
+	l.writing++
+	s.lmu.Unlock()
+}
+
+// answered notes that the answer of client's lend id is written: the
+// lend's wait starts again.
+func (s *Sessions) answered(client string, id uint64) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if l := s.lends[client]; l != nil && l.id == id && l.writing > 0 {
+		l.writing--
+		l.last = time.Now()
+	}
 }
 
 // active returns the lend of client numbered id to from, and notes the
@@ -88,16 +130,21 @@ func (s *Sessions) settle(l *lend) bool {
 	return true
 }
 
-// lendTimedOut gives l back unless its borrower asked within LendWait.
+// lendTimedOut gives l back unless its borrower asked, or an answer was
+// written to it, within lendWait, or an answer is being written.
 func (s *Sessions) lendTimedOut(l *lend) {
 	s.lmu.Lock()
-	if left := s.opts.LendWait - time.Since(l.last); s.lends[l.client] == l && left > 0 {
+	left := s.lendWait() - time.Since(l.last)
+	if l.writing > 0 {
+		left = max(left, s.lendWait())
+	}
+	if s.lends[l.client] == l && left > 0 {
 		l.timer.Reset(left)
 		s.lmu.Unlock()
 		return
 	}
 	s.lmu.Unlock()
-	s.giveBack(l, fmt.Sprintf("%s did not confirm it within %v", l.to, s.opts.LendWait), true)
+	s.giveBack(l, fmt.Sprintf("%s did not confirm it within %v", l.to, s.lendWait()), true)
 }
 
 // giveBack takes l's session back; with again, a session lent to a
@@ -182,6 +229,7 @@ func (s *Sessions) serveExport(req *sessionReq) sessionReply {
 	if l == nil {
 		return sessionReply{}
 	}
+	s.answering(l) // until serve wrote it (answered)
 	return s.part(l, 0)
 }
 
@@ -191,6 +239,7 @@ func (s *Sessions) servePart(req *sessionReq) sessionReply {
 	if l == nil {
 		return sessionReply{}
 	}
+	s.answering(l)
 	return s.part(l, req.Offset)
 }
 
@@ -246,7 +295,7 @@ func (s *Sessions) pull(from, client string, r sessionReply) bool {
 			break
 		}
 		r = sessionReply{}
-		err = s.postWithin(claimWait, from, SessionsPartPath, sessionReq{Client: client, Lend: id, Offset: off}, &r)
+		err = s.postWithin(s.partWait(), from, SessionsPartPath, sessionReq{Client: client, Lend: id, Offset: off}, &r)
 		if err == nil && !r.Held {
 			err = errors.New("it no longer lends it")
 		}
@@ -281,7 +330,7 @@ func (s *Sessions) serveHandover(req *sessionReq) (sessionReply, error) {
 		return sessionReply{}, nil
 	}
 	var r sessionReply
-	if err := s.postWithin(claimWait, req.From, SessionsPartPath, sessionReq{Client: req.Client, Lend: req.Lend}, &r); err != nil || !r.Held {
+	if err := s.postWithin(s.partWait(), req.From, SessionsPartPath, sessionReq{Client: req.Client, Lend: req.Lend}, &r); err != nil || !r.Held {
 		return sessionReply{}, nil
 	}
 	r.Lend = req.Lend

@@ -251,7 +251,7 @@ func TestSessionExportNotConfirmed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := sessPair(t, func(name string, o *SessionOptions) {
-				o.PartEntries, o.LendWait = 7, 500*time.Millisecond
+				o.PartEntries, o.LendWait, o.PartBytes = 7, 500*time.Millisecond, 64<<10 // the lend waits 0.75 s
 				if name == "b" {
 					tc.tweak(o)
 				}
@@ -407,5 +407,48 @@ func TestLendNumbersAcrossRestarts(t *testing.T) {
 	}
 	if st := a.s.Status(); st.TakenBack != 1 || st.Lent != 0 {
 		t.Fatalf("status: taken back %d, lent %d; want 1, 0", st.TakenBack, st.Lent)
+	}
+}
+
+// slowParts is a transport whose answers to part requests take delay to
+// arrive, as on a slow link (the holder wrote them long before).
+type slowParts struct{ delay time.Duration }
+
+func (sl *slowParts) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || r.URL.Path != SessionsPartPath {
+		return resp, err
+	}
+	select {
+	case <-time.After(sl.delay):
+		return resp, nil
+	case <-r.Context().Done():
+		resp.Body.Close()
+		return nil, r.Context().Err()
+	}
+}
+
+// On a link slower than claimWait per part (each part's answer takes 2.5
+// s to arrive, below the 256 KiB/s a part of PartBytes is given time
+// for), a session in several parts still moves whole: the taker waits
+// for each part as long as one may take, and the holder counts its
+// lend's wait from the answer's end. The taker gave up on each part after
+// 2 s, the holder took the session back and lent it again, and it never
+// moved.
+func TestSessionExportOnSlowLink(t *testing.T) {
+	a, b := sessPair(t, func(name string, o *SessionOptions) {
+		o.PartEntries, o.PartBytes, o.LendWait = 7, 1<<20, 500*time.Millisecond // a part is given 2 s + 4 s
+		if name == "b" {
+			o.HTTP = &http.Client{Transport: &slowParts{delay: 2500 * time.Millisecond}, Timeout: 30 * time.Second}
+		}
+	})
+	want := offlineWith(t, a, "x", 0, 20) // 3 parts: the export's, then 2 part requests
+	_, got := resume(t, b, "x")
+	gotExactly(t, got, want)
+	if n := a.s.takenBack.Load(); n != 0 {
+		t.Fatalf("a took the session back %d times, want 0", n)
+	}
+	if heldBy(a, "x") || a.s.exported.Load() != 1 {
+		t.Fatalf("a holds %v, exported %d; want false, 1", heldBy(a, "x"), a.s.exported.Load())
 	}
 }
