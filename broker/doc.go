@@ -51,7 +51,9 @@
 // 0x80 or a peer node that got no confirmation (durable.go, entryWrite):
 // the session then holds the message once, from the attempt that was
 // written. A peer's resend names the same record (Message.Record) and
-// reaches only the sessions that took theirs back (resend.go).
+// reaches only the sessions that took theirs back (resend.go); a later
+// record of the same peer written meanwhile is taken back too, so that
+// the resend queues them in the peer's order (peerorder.go).
 //
 // # Sessions between nodes
 //

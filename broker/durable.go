@@ -131,7 +131,7 @@ func (sess *session) persistEntryLocked(d *delivery, t **storeTicket) bool {
 	done := (func(error))(nil)
 	switch {
 	case t != nil && sentAgain(d.msg):
-		w := &entryWrite{sess: sess, entry: d.entry, t: ticketFor(t), rec: d.msg.Record}
+		w := &entryWrite{sess: sess, entry: d.entry, t: ticketFor(t), rec: d.msg.Record, peer: d.msg.Origin == OriginPeer}
 		done = w.done
 	case t != nil:
 		done = ticketFor(t).record
@@ -159,7 +159,10 @@ type entryWrite struct {
 	sess  *session
 	entry uint64
 	t     *storeTicket
-	rec   PeerRecord // the message's, for the debug log
+	rec   PeerRecord // the message's
+	// peer: rec names a peer's record, which the peer sends again under
+	// the same name (a client's publish sent again is numbered anew).
+	peer bool
 }
 
 // done records the write's outcome in the routing's ticket and, when the
@@ -187,19 +190,41 @@ type entryWrite struct {
 // done runs on the store's goroutine, before the barrier that answers the
 // publisher (the store calls back in submission order): the delivery is
 // gone from the queue before its publisher can send it again.
+//
+// A peer's message written while its session waits for the resend of an
+// earlier one of the same peer (peerorder.go) is taken back too, and its
+// stored entry deleted: queued now, it would stand ahead of that one.
 func (w *entryWrite) done(err error) {
-	w.t.record(err)
 	if err == nil {
+		if !w.peer || !w.sess.behindTakenBack(w.rec) || !w.sess.withdrawUnstored(w.entry) {
+			return
+		}
+		// Not on the store's goroutine: Persist may wait for room in its
+		// queue, which that goroutine makes.
+		go w.sess.srv.persistOps(nil, PersistOp{Kind: DeleteEntry, ClientID: w.sess.id, Seq: w.entry})
+		err = errBehindTakenBack
+		w.t.record(err)
+		w.t.withdrew(w.sess)
+		w.logFailure(true, err)
 		return
 	}
+	w.t.record(err)
 	withdrawn := w.sess.withdrawUnstored(w.entry)
 	if withdrawn {
 		w.t.withdrew(w.sess) // a peer's resend goes to this session (peerResends)
+		if w.peer && w.rec.Node != "" {
+			w.sess.tookBack(w.rec)
+		}
 	}
+	w.logFailure(withdrawn, err)
+}
+
+// logFailure logs, at debug level, a queued delivery whose write failed
+// (or that was taken back behind one that did) and whether it was taken
+// back: a full disk's duplicates were traced from these (make chaos with
+// COREFLUX_LOG_LEVEL=debug).
+func (w *entryWrite) logFailure(withdrawn bool, err error) {
 	if log := w.sess.srv.opts.Logger; log.Enabled(context.Background(), slog.LevelDebug) {
-		// Which write failed and what became of its delivery: a full
-		// disk's duplicates are traced from these (make chaos with
-		// COREFLUX_LOG_LEVEL=debug).
 		log.Debug("store: a queued delivery's write failed", "component", "broker", "client", w.sess.id,
 			"entry", w.entry, "record", w.rec, "withdrawn", withdrawn, "err", err)
 	}

@@ -1137,6 +1137,46 @@ func TestDurableStoreWriteFailurePeerResendOnlyWhereOwed(t *testing.T) {
 	}
 }
 
+// A peer's message written while an earlier one of the same peer, whose
+// write failed, waits for its resend in an offline session is taken back
+// too: queued, it stood ahead of the earlier one's resend, and the
+// subscriber got the peer's messages out of order (make chaos, the full
+// disk: a write fails, the next fits once the failed one was cut off).
+func TestDurableStoreWriteFailurePeerOrderKept(t *testing.T) {
+	t.Parallel()
+	for _, p := range durProtos {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var fp *fullDiskPersister
+			n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
+				fp = &fullDiskPersister{Store: st}
+				return fp
+			})
+			topic := "wk/" + p.name + "/t"
+			offID := "wk-off-" + p.name
+			off := p.persistent(t, n.addr, offID, true)
+			off.subscribe(t, topic, 2)
+			off.close()
+			n.connections(0)
+
+			fp.set(false, true)
+			waitAnswer(t, deliverPeer(t, n.srv, peerMsg(topic, "m1", 1)), errInjected)
+			fp.set(false, false) // m2's write succeeds: behind m1, it is refused all the same
+			if err := <-deliverPeer(t, n.srv, peerMsg(topic, "m2", 2)); err == nil {
+				t.Fatal("m2 was stored ahead of m1, which the session took back")
+			}
+			// The peer resends both, in order.
+			waitAnswer(t, deliverPeer(t, n.srv, peerMsg(topic, "m1", 1), peerMsg(topic, "m2", 2)), nil)
+			waitAnswer(t, deliverPeer(t, n.srv, peerMsg(topic, "m3", 3)), nil)
+			off = p.persistent(t, n.addr, offID, false)
+			for _, want := range []string{"m1", "m2", "m3"} {
+				durExpect(t, off.next(t), topic, want, 2)
+			}
+			off.none(t)
+		})
+	}
+}
+
 // publishAgainAfterRefusal publishes payload at QoS 2 from an MQTT 5
 // client, which the failed write refuses (PUBREC 0x80), then again as the
 // client does after a refusal, which succeeds.

@@ -53,6 +53,8 @@ type session struct {
 	// after a tree removal, so it is never below the entries a Match can
 	// return for the session.
 	nsubs atomic.Int32
+	// gapped: peerGaps is not empty (written under mu).
+	gapped atomic.Bool
 	// readCheck, when set, is the identity every message routed to the
 	// session is checked against (ReadAuthorizer.CanRead), because one of
 	// its subscriptions is checked. Written under mu (access.go), read
@@ -76,6 +78,10 @@ type session struct {
 	// imported is the records of the messages a session handed over from
 	// another node brought (see importEntriesLocked), nil when none.
 	imported *importedRecords
+	// peerGaps are, per peer node, the lowest record of its stream taken
+	// back from the queue and not queued again yet (peerorder.go);
+	// gapped, read without the lock, says whether there are any.
+	peerGaps map[string]peerGap
 
 	expiryTimer *time.Timer
 	will        *willSpec // pending will of the last connection
