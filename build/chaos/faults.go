@@ -62,9 +62,8 @@ var faults = []fault{
 	{name: "full disk", needsRoot: true, inject: fullDisk,
 		known: "a publish the full node refuses with 0x80 still reaches subscribers (on every node): " +
 			"the majority of its copies acknowledged its quorum write before the node's own write failed, " +
-			"and they deliver it; and on 3 nodes its subscriber still gets a few QoS 2 messages from peers twice " +
-			"(a frame resent after its copy-log write failed no longer delivers again; the rest is not traced yet)",
-		knownKinds: []string{"refusedIn", "qos2Dup"}},
+			"and they deliver it",
+		knownKinds: []string{"refusedIn"}},
 	// Not a fault of the cluster: the control for the full disk (the same
 	// offline subscriber, with room on the disk).
 	{name: "subscriber offline", inject: offlineSubscriber},
