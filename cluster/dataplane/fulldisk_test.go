@@ -297,6 +297,7 @@ func TestFramesInFlightOnFullDiskDeliveredOnce(t *testing.T) {
 				return &broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1, Payload: p.opts.Signer.Sign(f)}
 			}
 			receiveOK(t, p, frame(1, "m1")) // the log's first segment exists now
+			p.store.settle()                // and what m1's frame wrote after its answer (what was received) is logged: the next write is m2's copy
 
 			br.gated.Store(true)
 			if tc.secondFails {
