@@ -207,7 +207,7 @@ var (
 	dpReceived = prometheus.NewDesc("coreflux_cluster_dataplane_received_messages_total",
 		"Messages peers delivered to this node.", nil, nil)
 	dpRefused = prometheus.NewDesc("coreflux_cluster_dataplane_dropped_frames_total",
-		"Frames from peers dropped: forged (bad signature or link token), replayed, corrupt, or sent by another user.", []string{"reason"}, nil)
+		"Frames and link logins from peers dropped: forged (a bad signature or link token), replayed (a frame not newer than the last accepted, or a link token used already or signed before this node started), corrupt, or sent by another user.", []string{"reason"}, nil)
 	dpDuplicates = prometheus.NewDesc("coreflux_cluster_dataplane_duplicates_dropped_total",
 		"Reliable messages a peer sent again that this node had delivered already.", nil, nil)
 	repFailures = prometheus.NewDesc("coreflux_replication_quorum_failures_total",

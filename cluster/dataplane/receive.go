@@ -24,8 +24,8 @@ type receiver struct {
 	frames     atomic.Uint64 // frames accepted
 	messages   atomic.Uint64 // messages delivered
 	duplicates atomic.Uint64 // reliable records already delivered (a resend), dropped
-	forged     atomic.Uint64 // frames with a bad or missing signature, dropped
-	replayed   atomic.Uint64 // frames older than one already accepted from that sender, dropped
+	forged     atomic.Uint64 // frames with a bad or missing signature, and link tokens that fail theirs, dropped
+	replayed   atomic.Uint64 // frames older than one already accepted from that sender, and link tokens used already or signed before this start, dropped
 	corrupt    atomic.Uint64 // frames that do not decode, dropped
 	refused    atomic.Uint64 // internal publishes by another user, refused
 
