@@ -13,15 +13,13 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"gantry/broker"
 	"gantry/broker/packet"
+	"gantry/internal/leakcheck"
 
 	"github.com/eclipse/paho.golang/paho"
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -29,52 +27,9 @@ import (
 
 // TestMain fails the run when a goroutine of package broker outlives the
 // tests: every test shuts its server down in t.Cleanup, so by now none
-// may remain.
+// may remain (test code is package broker_test and does not match).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := waitNoBrokerGoroutines(5 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// brokerGoroutines returns the stacks that run or were created by code of
-// package broker (test code is package broker_test and does not match).
-func brokerGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "gantry/broker.") {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
-func waitNoBrokerGoroutines(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		left := brokerGoroutines()
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("goroutine leak: %d goroutines of package broker remain after every server shut down:\n\n%s",
-				len(left), strings.Join(left, "\n\n"))
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for a condition
-	}
+	leakcheck.Main(m, "package broker", leakcheck.Running("gantry/broker."))
 }
 
 // eventually polls cond until it returns nil or timeout passes.

@@ -8,11 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"gantry/internal/leakcheck"
 )
 
 // eventually polls cond until it returns nil or timeout passes.
@@ -35,38 +36,25 @@ func eventually(t testing.TB, timeout time.Duration, cond func() error) {
 // the zeroconf library.
 var ownFrame = regexp.MustCompile(`/cluster/discovery/[^/]+\.go:\d+|grandcat/zeroconf`)
 
-// discoveryGoroutines returns the stacks of goroutines running this
-// package's code or zeroconf's, the caller's own excluded.
-func discoveryGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	n := runtime.Stack(buf, true)
-	stacks := strings.Split(string(buf[:n]), "\n\n")
-	var out []string
-	for _, g := range stacks[1:] { // the first is the caller
-		for _, line := range strings.Split(g, "\n") {
-			if strings.HasPrefix(line, "\t") && ownFrame.MatchString(line) && !strings.Contains(line, "_test.go") {
-				out = append(out, g)
-				break
-			}
+// ownGoroutine reports whether a goroutine runs this package's non-test
+// code or zeroconf's.
+func ownGoroutine(stack string) bool {
+	for _, line := range strings.Split(stack, "\n") {
+		if strings.HasPrefix(line, "\t") && ownFrame.MatchString(line) && !strings.Contains(line, "_test.go") {
+			return true
 		}
 	}
-	return out
+	return false
 }
+
+// discoveryGoroutines returns the stacks of goroutines running this
+// package's code or zeroconf's, the caller's own excluded.
+func discoveryGoroutines() []string { return leakcheck.Stacks(ownGoroutine) }
 
 // noGoroutinesLeft waits up to timeout for discoveryGoroutines to be
 // empty and returns the leftovers otherwise.
 func noGoroutinesLeft(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		left := discoveryGoroutines()
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d goroutines left:\n\n%s", len(left), strings.Join(left, "\n\n"))
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+	return leakcheck.Wait(timeout, "package discovery or zeroconf", ownGoroutine)
 }
 
 // checkNoLeak fails t if goroutines of this package outlive the test.

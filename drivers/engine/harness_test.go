@@ -8,9 +8,6 @@ import (
 	"log"
 	"log/slog"
 	"net"
-	"os"
-	goruntime "runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +15,7 @@ import (
 	svm "github.com/simonvetter/modbus"
 
 	"gantry/broker"
+	"gantry/internal/leakcheck"
 	"gantry/lot/syntax"
 )
 
@@ -42,38 +40,7 @@ func eventually(t testing.TB, timeout time.Duration, cond func() error) {
 // TestMain fails the run when a goroutine of the drivers or the broker
 // outlives the tests.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			left := leaked()
-			if len(left) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "goroutine leak: %d remain:\n\n%s\n", len(left), strings.Join(left, "\n\n"))
-				code = 1
-				break
-			}
-			time.Sleep(20 * time.Millisecond) // polling interval
-		}
-	}
-	os.Exit(code)
-}
-
-func leaked() []string {
-	buf := make([]byte, 1<<20)
-	n := goruntime.Stack(buf, true)
-	var out []string
-	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-		if strings.Contains(g, "engine.leaked") {
-			continue
-		}
-		if strings.Contains(g, "gantry/drivers") || strings.Contains(g, "gantry/broker.") {
-			out = append(out, g)
-		}
-	}
-	return out
+	leakcheck.Main(m, "the drivers or the broker", leakcheck.Running("gantry/drivers", "gantry/broker."))
 }
 
 // node is a broker with a Manager, and a watcher that records every
