@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,6 +66,11 @@ func Run(ctx context.Context, sc Scenario, cfg Config) (Result, error) {
 	defer r.closeAll()
 	if err := r.connect(ctx); err != nil {
 		return Result{}, err
+	}
+	if slices.ContainsFunc(r.subs, func(s *subscriber) bool { return s.stamps != nil }) {
+		// Without timestamps by the window, its latencies end when
+		// messages are read, as where the kernel has none.
+		awaitStamps(ctx)
 	}
 	r.startSenders()
 	res, err := r.measure(ctx)

@@ -3,9 +3,11 @@
 package load
 
 import (
+	"context"
 	"io"
 	"net"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -95,3 +97,64 @@ func (s *stampReader) Read(p []byte) (int, error) {
 // received returns the kernel's receive timestamp of the last read, in
 // Unix ns, and whether there was one.
 func (s *stampReader) received() (int64, bool) { return s.wallNs, s.wallNs != 0 }
+
+// stampsTimeout bounds awaitStamps: a kernel that has not timestamped a
+// loopback byte by then is taken not to timestamp at all.
+const stampsTimeout = 5 * time.Second
+
+// awaitStamps returns once the kernel timestamps the data sockets
+// receive, after stampsTimeout, or when ctx ends, and reports whether it
+// saw a timestamp. Setting SO_TIMESTAMPNS does not make the next data
+// stamped: when no socket on the machine had asked for receive
+// timestamps, the first that asks turns them on for all of them from a
+// deferred work item, which a loaded machine ran up to 440 ms late, and
+// until then data arrives without one. A paced run calls it after its
+// subscribers set the option (they keep timestamps on) and before it
+// measures; else a short window's reads all came unstamped, timed when
+// read, read lag included. It sends a byte to itself over loopback,
+// since the switch is one for every interface.
+func awaitStamps(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, stampsTimeout)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return false // no loopback here: nothing to tell by
+	}
+	defer l.Close()
+	var d net.Dialer
+	w, err := d.DialContext(ctx, "tcp", l.Addr().String())
+	if err != nil {
+		return false
+	}
+	defer w.Close()
+	r, err := l.Accept()
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	deadline, _ := ctx.Deadline()
+	r.SetReadDeadline(deadline)
+	s := newStampReader(r)
+	if s == nil {
+		return false
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	b := []byte{0}
+	for {
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		if _, err := s.Read(b); err != nil {
+			return false
+		}
+		if _, ok := s.received(); ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C: // the work item has not run yet
+		}
+	}
+}

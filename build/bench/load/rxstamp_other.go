@@ -2,7 +2,10 @@
 
 package load
 
-import "net"
+import (
+	"context"
+	"net"
+)
 
 // stampReader reads with kernel receive timestamps on Linux only;
 // elsewhere subscribers time a message when they read it.
@@ -13,3 +16,5 @@ func newStampReader(net.Conn) *stampReader { return nil }
 func (*stampReader) Read([]byte) (int, error) { return 0, nil }
 
 func (*stampReader) received() (int64, bool) { return 0, false }
+
+func awaitStamps(context.Context) bool { return false }
