@@ -276,6 +276,22 @@ func (l *copyLog) acceptedQoS2(p uint32, client string, pid uint16, sum uint64) 
 	return s, ok && s.sum == sum
 }
 
+// qos2IDs is partition p's QoS 2 index by identity: the packet
+// identifier of each QoS 2 message its copy here remembers (nil: none).
+func (l *copyLog) qos2IDs(p uint32) map[copyID]uint16 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pc := l.parts[p]
+	if pc == nil || len(pc.qos2) == 0 {
+		return nil
+	}
+	ids := make(map[copyID]uint16, len(pc.qos2))
+	for k, s := range pc.qos2 {
+		ids[s.id] = k.pid
+	}
+	return ids
+}
+
 // last is the key of partition p's newest record (0: none).
 func (l *copyLog) lastKey(p uint32) uint64 {
 	l.mu.Lock()

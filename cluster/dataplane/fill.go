@@ -183,6 +183,17 @@ func (p *Plane) fillFrom(part uint32, node string, from, end uint64, second bool
 		p.warn("fill-"+node, "filling a new copy stopped: the copies cannot be read whole", err)
 		return
 	}
+	// A QoS 2 record goes with its publisher's packet identifier, as a
+	// write to the copy does, so that the new copy recognises the
+	// publisher's resend (DUP) after a failover: without it, the resend
+	// was a new write there, delivered a second time everywhere. Read
+	// after the records, so that the index holds each of them (unless
+	// trimmed, or its identifier reused since).
+	if ids := p.copies.qos2IDs(part); ids != nil {
+		for _, rep := range batch {
+			rep.pid = ids[rep.origin]
+		}
+	}
 	if len(batch) == 0 {
 		if !second {
 			p.fillFrom(part, node, max(next, end+1), p.copies.lastKey(part), true, run)
