@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,9 @@ func newLotLAN(t *testing.T) *lotLAN {
 			cmd.Process.Kill()
 			<-exited
 			if t.Failed() {
-				t.Logf("gw-%d output:\n%s", n, grepLines(log.String(), "component=lot"))
+				// The LoT lines, and the elections and contacts that
+				// decide when work moves.
+				t.Logf("gw-%d output:\n%s", n, grepMatching(log.String(), lotFailoverLines))
 			}
 		})
 		ll.nodes = append(ll.nodes, &crashNode{t: t, ip: ip, dataDir: dir})
@@ -54,6 +57,19 @@ func newLotLAN(t *testing.T) *lotLAN {
 	}
 	t.Cleanup(ll.heal)
 	return ll
+}
+
+var lotFailoverLines = regexp.MustCompile(`component=lot|leader elected|no leader|member answers again|no contact with a leader|heartbeat`)
+
+// grepMatching returns the lines of s that re matches.
+func grepMatching(s string, re *regexp.Regexp) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if re.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // cut isolates gateway i (0-based) from the others, both ways.
