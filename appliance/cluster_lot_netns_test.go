@@ -28,7 +28,16 @@ func newLotLAN(t *testing.T) *lotLAN {
 	for n := 1; n <= 3; n++ {
 		seeds = append(seeds, fmt.Sprintf("%s%d:9200", l.subnet, n))
 	}
-	env = append(env, "COREFLUX_CLUSTER_SEEDS="+strings.Join(seeds, ","), "COREFLUX_DURABILITY_ENABLED=true")
+	env = append(env, "COREFLUX_CLUSTER_SEEDS="+strings.Join(seeds, ","), "COREFLUX_DURABILITY_ENABLED=true",
+		// Election timeouts of 0.5 to 1 s rather than 150 to 300 ms: on a
+		// loaded machine the 150 ms ones ran out whenever a process was
+		// not scheduled for that long, and leadership moved every second
+		// or two (terms 2 to 20 in 35 s): every new leader counts a silent
+		// node's 6 s anew, every change of role fences an owner, and the
+		// timer never came back within 20 s. The fence (2.5 s) and the
+		// failover (6 s) this test measures are the same for any election
+		// timeout below them.
+		"COREFLUX_CLUSTER_ELECTION_LOWER_MS=500", "COREFLUX_CLUSTER_ELECTION_UPPER_MS=1000")
 	for n := 1; n <= 3; n++ {
 		ns, ip := l.host(n)
 		dir := t.TempDir()
