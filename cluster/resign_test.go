@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,15 +62,57 @@ func newGhost(t *testing.T, ip string) *ghost {
 	return g
 }
 
-// withGhost is discovery that also lists the ghost.
+// withGhost is discovery that also lists the ghost, and notes in asked
+// when its node first asked it for the peers: that node, as leader,
+// begins to add the ghost, and so starts its MemberAddResign clock, only
+// after its discovery listed the ghost.
 type withGhost struct {
 	cluster.PeerSource
-	g *ghost
+	g     *ghost
+	asked *atomic.Pointer[time.Time]
 }
 
 func (w withGhost) Peers(ctx context.Context) ([]discovery.Peer, error) {
+	now := time.Now()
+	w.asked.CompareAndSwap(nil, &now)
 	ps, err := w.PeerSource.Peers(ctx)
 	return append(ps, w.g.peer), err
+}
+
+// resignation is a node's log record that it resigns leadership.
+type resignation struct {
+	node int
+	at   time.Time
+}
+
+// resignWatch passes its node's log records on, and sends on resigned
+// those that say it resigns: under load a leader also loses leadership
+// for other reasons (a missed heartbeat), which tell nothing of when it
+// resigns.
+type resignWatch struct {
+	slog.Handler
+	node     int
+	resigned chan<- resignation
+}
+
+func (h resignWatch) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "resigning leadership") {
+		select {
+		case h.resigned <- resignation{h.node, r.Time}:
+		default:
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h resignWatch) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+
+func (h resignWatch) WithGroup(name string) slog.Handler {
+	h.Handler = h.Handler.WithGroup(name)
+	return h
 }
 
 // TestLeaderResignsWhenAddFails: a peer that discovery lists and that
@@ -78,26 +123,42 @@ func TestLeaderResignsWhenAddFails(t *testing.T) {
 	g := newGhost(t, first.IP[:len(first.IP)-1]+"99")
 	// Restart every node with the ghost in its discovery and a short
 	// resign time; the cluster keeps its state.
+	asked := make([]atomic.Pointer[time.Time], len(c.Members))
+	resigned := make(chan resignation, 1)
 	c.Options = func(i int, o *cluster.Options) {
 		o.MemberAddResign = time.Second
 		o.MemberRemovalGrace = 0
-		o.Discovery = withGhost{o.Discovery, g}
+		o.Discovery = withGhost{o.Discovery, g, &asked[i]}
+		o.Logger = slog.New(resignWatch{o.Logger.Handler(), i, resigned})
 	}
 	for i := range c.Members {
 		c.Restart(i)
 	}
-	leader := c.WaitLeader(10 * time.Second)
-	start := time.Now()
+	// The first to resign may have led, and tried to add the ghost,
+	// since an earlier restart, before any check here could see it lead:
+	// its clock started no earlier than its discovery first listed the
+	// ghost.
+	var r resignation
+	select {
+	case r = <-resigned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no leader resigned in 20s")
+	}
+	m := c.Members[r.node]
+	start := asked[r.node].Load()
+	if start == nil {
+		t.Fatalf("%s resigned before its discovery listed the ghost", m.Name)
+	}
+	took := r.at.Sub(*start)
 	clustertest.Eventually(t, 10*time.Second, func() error {
-		if leader.Node.IsLeader() || leader.Node.Leader() == "" {
+		if m.Node.IsLeader() || m.Node.Leader() == "" {
 			return errLeaderStays
 		}
 		return nil
 	})
-	took := time.Since(start)
-	t.Logf("leader %s resigned after %v; %s leads", leader.Name, took, leader.Node.Leader())
+	t.Logf("%s resigned %v after its discovery listed the ghost; %s leads", m.Name, took, m.Node.Leader())
 	if took < time.Second {
-		t.Errorf("resigned after %v, before MemberAddResign (1s)", took)
+		t.Errorf("%s resigned %v after its discovery listed the ghost, before MemberAddResign (1s)", m.Name, took)
 	}
 }
 
