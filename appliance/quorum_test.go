@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -408,6 +409,15 @@ func qos2ResentAfterFailover(t *testing.T, restartB bool) {
 		b.start()
 		linksUp(t, nodes)
 	}
+	// b may hold the copy before it applied a partition map of its own
+	// (a write it got as a replica of a's map): without one it cannot
+	// tell the resend's partition and refuses it, "Cluster starting".
+	eventually(t, 10*time.Second, func() error {
+		if v := replicationView(t, b.ip).MapVersion; v == 0 {
+			return errors.New("b has no partition map yet")
+		}
+		return nil
+	})
 	a.kill() // before PUBREL: the publisher resends on another node
 	rb := dialRawV5(t, b.addr(), "qos2-publisher")
 	pub.Dup = true
@@ -426,7 +436,11 @@ func qos2ResentAfterFailover(t *testing.T, restartB bool) {
 	publishV5(t, b.addr(), "exactly/marker", "marker", 2)
 	eventually(t, 10*time.Second, func() error { return got.has("marker") })
 	if n := got.count("only-once"); n != 1 {
-		t.Fatalf("the QoS 2 message reached the subscriber %d times, want once", n)
+		// Which side missed it: b not recognising the resend (a new write
+		// there), or c not dropping it under its first identity.
+		rb, rc := replicationView(t, b.ip), replicationView(t, c.ip)
+		t.Fatalf("the QoS 2 message reached the subscriber %d times, want once (b: %d resends recognised, map %d; c: %d replay copies dropped, map %d)",
+			n, rb.QoS2Resent, rb.MapVersion, rc.ReplayDuplicates, rc.MapVersion)
 	}
 }
 
