@@ -282,8 +282,14 @@ func TestFrameResentAfterCopyWriteFailedDeliveredOnce(t *testing.T) {
 		time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
 		return &broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1, Payload: p.opts.Signer.Sign(f)}
 	}
-	receiveOK(t, p, frame(1, "m1"))  // the log's first segment exists now
-	p.store.log.failNext.Store(true) // its next write fails
+	receiveOK(t, p, frame(1, "m1")) // the log's first segment exists now
+	// What m1's frame writes after its answer (what was received) is
+	// logged first: otherwise that write may take the injected failure
+	// and m2's copy be written (1 run in 300).
+	if err := p.store.settle(); err != nil {
+		t.Fatal(err)
+	}
+	p.store.log.failNext.Store(true) // the next write, m2's copy, fails
 	r := make(chanResolver, 1)
 	err := p.receive(frame(2, "m2"), r)
 	if err == broker.ErrDeferred {
