@@ -1030,6 +1030,16 @@ func waitAnswer(t *testing.T, answer <-chan error, want error) {
 	}
 }
 
+// newFullDiskNode is a durable node whose store is a fullDiskPersister.
+func newFullDiskNode(t *testing.T) (*durNode, *fullDiskPersister) {
+	var fp *fullDiskPersister
+	n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
+		fp = &fullDiskPersister{Store: st}
+		return fp
+	})
+	return n, fp
+}
+
 // fullDiskPersister is the real store behind two switches: while holding,
 // calls wait (in order); while full, every call writes nothing and its
 // done gets errInjected, as on a full disk.
@@ -1084,11 +1094,7 @@ func TestDurableStoreWriteFailurePeerResendOnlyWhereOwed(t *testing.T) {
 	for _, p := range durProtos {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			var fp *fullDiskPersister
-			n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
-				fp = &fullDiskPersister{Store: st}
-				return fp
-			})
+			n, fp := newFullDiskNode(t)
 			topic, other := "wo/"+p.name+"/t", "wo/"+p.name+"/other"
 			offID := "wo-off-" + p.name
 			off := p.persistent(t, n.addr, offID, true)
@@ -1147,11 +1153,7 @@ func TestDurableStoreWriteFailurePeerOrderKept(t *testing.T) {
 	for _, p := range durProtos {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			var fp *fullDiskPersister
-			n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
-				fp = &fullDiskPersister{Store: st}
-				return fp
-			})
+			n, fp := newFullDiskNode(t)
 			topic := "wk/" + p.name + "/t"
 			offID := "wk-off-" + p.name
 			off := p.persistent(t, n.addr, offID, true)
@@ -1202,11 +1204,7 @@ func publishAgainAfterRefusal(t *testing.T, n *durNode, topic, payload string) {
 // and which does not hold it either), so the group gets it exactly once.
 func TestDurableStoreWriteFailurePeerResendShared(t *testing.T) {
 	t.Parallel()
-	var fp *fullDiskPersister
-	n := newDurNode(t, broker.Options{}, func(st *store.Store) broker.Persister {
-		fp = &fullDiskPersister{Store: st}
-		return fp
-	})
+	n, fp := newFullDiskNode(t)
 	const topic, filter = "ws/t", "$share/g/ws/t"
 	members := []string{"ws-1", "ws-2"}
 	for _, id := range members {
