@@ -200,6 +200,8 @@ var (
 		"QoS 1/2 messages waiting for a peer's confirmation.", []string{"peer"}, nil)
 	dpDropped = prometheus.NewDesc("coreflux_replication_forward_dropped_total",
 		"QoS 1/2 messages dropped for a peer beyond ReplicationForwardQueueEntries.", []string{"peer"}, nil)
+	dpHolds = prometheus.NewDesc("coreflux_replication_forward_holds_total",
+		"Times this node's publishers were held back (not read) because its stream reached ReplicationForwardQueueEntries while a peer that is up and confirming still needed its oldest messages.", []string{"peer"}, nil)
 	dpBeDropped = prometheus.NewDesc("coreflux_cluster_dataplane_best_effort_dropped_total",
 		"QoS 0 messages not sent to a peer (link down or too slow).", []string{"peer"}, nil)
 	dpUp = prometheus.NewDesc("coreflux_cluster_dataplane_link_up",
@@ -227,7 +229,7 @@ var (
 )
 
 func (c dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dpBacklog, dpDropped, dpBeDropped, dpUp, dpReceived, dpRefused, dpDuplicates,
+	for _, d := range []*prometheus.Desc{dpBacklog, dpDropped, dpHolds, dpBeDropped, dpUp, dpReceived, dpRefused, dpDuplicates,
 		repFailures, repWrites, repInflight, repCopies, repReplayed, repReplayDups, repStale} {
 		ch <- d
 	}
@@ -238,6 +240,7 @@ func (c dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range st.Peers {
 		ch <- prometheus.MustNewConstMetric(dpBacklog, prometheus.GaugeValue, float64(p.Backlog), p.Name)
 		ch <- prometheus.MustNewConstMetric(dpDropped, prometheus.CounterValue, float64(p.Dropped), p.Name)
+		ch <- prometheus.MustNewConstMetric(dpHolds, prometheus.CounterValue, float64(p.Holds), p.Name)
 		ch <- prometheus.MustNewConstMetric(dpBeDropped, prometheus.CounterValue, float64(p.BeDropped), p.Name)
 		ch <- prometheus.MustNewConstMetric(dpUp, prometheus.GaugeValue, b2f(p.Connected), p.Name)
 	}

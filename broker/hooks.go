@@ -96,6 +96,29 @@ type Resolver interface {
 	Resolve(err error)
 }
 
+// StoreWatcher is implemented by the Resolver a client's QoS 1/2 publish
+// hands its hooks. A hook whose decision others act on (the cluster's
+// quorum write: the copies deliver the message once its origin decided
+// it) calls WatchStore before Resolve(nil), and f is then called once
+// with the local outcome: nil once the message was routed here and
+// whatever routing it wrote is durable, the error that refuses it
+// otherwise (a full disk: the publisher gets 0x80, so nobody else may
+// deliver it). f may run with the connection's locks held: it must not
+// block or call back into the broker.
+type StoreWatcher interface {
+	WatchStore(f func(err error))
+}
+
+// Pauser is implemented by the Resolver of a client's QoS 1/2 publish: a
+// hook that keeps what it cannot pass on yet (the cluster's stream to a
+// peer that is behind) calls Pause, and the broker reads nothing more from
+// the publisher until wait is closed (or StuckTimeout), as it does for a
+// congested subscriber: TCP slows the publisher down instead of the hook
+// dropping what the publisher was acknowledged.
+type Pauser interface {
+	Pause(wait <-chan struct{})
+}
+
 // PublishHook sees every QoS 0/1/2 message entering the broker, in the
 // order a connection sent them, before it is routed. It runs on the
 // publisher's goroutine and returns:

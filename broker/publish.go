@@ -25,6 +25,26 @@ type pendingAck struct {
 	// code is the acknowledgement's code when accepted: Success, or
 	// NoMatchingSubscribers (see informativeCode).
 	code packet.ReasonCode
+	// watch, when set (WatchStore), learns the local outcome once.
+	watch func(error)
+}
+
+// Pause implements Pauser: the reader waits after this publish.
+func (p *pendingAck) Pause(wait <-chan struct{}) {
+	p.c.ackMu.Lock()
+	p.c.pauseFor(wait)
+	p.c.ackMu.Unlock()
+}
+
+// WatchStore implements StoreWatcher.
+func (p *pendingAck) WatchStore(f func(error)) { p.watch = f }
+
+// settled reports the local outcome to the watching hook, once.
+func (p *pendingAck) settled(err error) {
+	if f := p.watch; f != nil {
+		p.watch = nil
+		f(err)
+	}
 }
 
 // informativeCode is the code acknowledging m, which the reader has just
@@ -55,6 +75,7 @@ func (p *pendingAck) stored(err error) {
 		c.srv.opts.Logger.Error("store write failed: publish refused", "component", "broker", "client", c.info.ClientID, "topic", p.msg.Topic, "err", err)
 		p.err = errStoreFailed
 	}
+	p.settled(p.err)
 	c.drainAcksLocked()
 }
 
@@ -79,6 +100,9 @@ func (p *pendingAck) Resolve(err error) {
 		return
 	}
 	p.done, p.err = true, err
+	if err != nil {
+		p.settled(err) // a later hook refused it
+	}
 	c.drainAcksLocked()
 }
 
@@ -272,6 +296,9 @@ func (c *conn) pipeline(m *Message, pid uint16, persisted bool) error {
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
 	p.done, p.err = true, err
+	if err != nil {
+		p.settled(err)
+	}
 	return c.drainAcksLocked()
 }
 
@@ -328,6 +355,8 @@ func (c *conn) routeDecidedLocked() {
 		if stored || p.persisted {
 			p.storing, p.ticket = true, t
 			c.srv.persistOps(p.stored) // a barrier: done once all before it is durable
+		} else {
+			p.settled(nil) // nothing to write here
 		}
 	}
 }

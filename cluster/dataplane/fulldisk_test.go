@@ -437,3 +437,136 @@ func TestHeldCopyWrittenAgainRefused(t *testing.T) {
 		t.Fatalf("copies %q, want m1 alone: m2 was refused", got)
 	}
 }
+
+// TestFullDiskOriginRefusalNotDelivered: the publisher's node has a full
+// disk (its broker's store fails) but its data plane's log has room (it
+// reserves it ahead), so the quorum write of a QoS 1 publish gets its
+// majority; the write of the queue entry for the offline subscriber here
+// fails, and the publisher gets 0x80. Nobody else may then deliver it: the
+// copy b is told it is refused, and c, which is not a copy, is never sent
+// it. Before, the write was decided on its majority alone, b delivered it
+// and c was sent it (make chaos, full disk: every refused publish of the
+// full node reached the subscribers of the other nodes).
+func TestFullDiskOriginRefusalNotDelivered(t *testing.T) {
+	t.Run("c not a copy", func(t *testing.T) { testFullDiskOriginRefusal(t, false) })
+	// Both peers copies, both confirm before the decision: the stream
+	// then trimmed the record, and the refusal, finding it gone, named it
+	// to nobody.
+	t.Run("every peer a copy", func(t *testing.T) { testFullDiskOriginRefusal(t, true) })
+}
+
+func testFullDiskOriginRefusal(t *testing.T, cCopy bool) {
+	srv, fd, addr := fullDiskBroker(t)
+	p, err := New(Options{NodeName: "a", Username: "cluster", Broker: srv, BestEffort: true, Reliable: true,
+		ForwardQueueEntries: 8192, DataDir: t.TempDir(), Replication: &Replication{Gate: true, Timeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	for _, n := range []string{"b", "c"} {
+		ps, _ := p.out.addPeer(n)
+		p.out.setUp(ps, true)
+		l := &link{p: p, peer: n, ps: ps, done: make(chan struct{})}
+		l.connected.Store(true)
+		close(l.done)
+		p.links[n] = l
+	}
+	replicas := []string{"a", "b"}
+	if cCopy {
+		replicas = append(replicas, "c")
+	}
+	p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: replicas, Epoch: 1}}})
+	srv.AddPublishHook(p)
+
+	off := subscribeQoS2(t, addr, "fd-off", 3600, true, "fd/#")
+	off.close()
+	eventuallyT(t, func() bool { return srv.Stats().Connections.Load() == 0 })
+
+	pub := func(payload string) <-chan *paho.PublishResponse {
+		t.Helper()
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := paho.NewClient(paho.ClientConfig{Conn: nc})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		if _, err := c.Connect(ctx, &paho.Connect{ClientID: "fd-pub-" + payload, CleanStart: true, KeepAlive: 30}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Disconnect(&paho.Disconnect{}) })
+		got := make(chan *paho.PublishResponse, 1)
+		go func() {
+			pr, _ := c.Publish(ctx, &paho.Publish{Topic: "fd/t", Payload: []byte(payload), QoS: 1})
+			got <- pr
+		}()
+		return got
+	}
+	// The copy b (and c when a copy) confirms the record: its majority
+	// (a's log and b).
+	confirmB := func() uint64 {
+		t.Helper()
+		var seq uint64
+		peers := []string{"b"}
+		if cCopy {
+			peers = append(peers, "c")
+		}
+		for _, n := range peers {
+			eventuallyT(t, func() bool {
+				pid, _, _, seqs, _ := takeHead(p, n)
+				if len(seqs) == 0 {
+					return false
+				}
+				seq = seqs[0]
+				p.out.confirm(n, p.out.peers[n], pid, false)
+				return true
+			})
+		}
+		return seq
+	}
+	ack := func(got <-chan *paho.PublishResponse) byte {
+		t.Helper()
+		select {
+		case pr := <-got:
+			if pr == nil {
+				t.Fatal("no PUBACK")
+			}
+			return pr.ReasonCode
+		case <-time.After(10 * time.Second):
+			t.Fatal("no PUBACK in 10 s")
+			return 0
+		}
+	}
+
+	fd.full.Store(true)
+	got := pub("refused")
+	m1 := confirmB()
+	if rc := ack(got); rc != 0x80 {
+		t.Fatalf("PUBACK %#x with the disk full, want 0x80", rc)
+	}
+	_, decided, refused, _, _ := takeHead(p, "b")
+	if !slices.Contains(refused, m1) {
+		t.Fatalf("b's header: decided %d refused %v; want record %d named refused (b would deliver it)", decided, refused, m1)
+	}
+	if _, _, refused, seqs, _ := takeHead(p, "c"); slices.Contains(seqs, m1) || cCopy && !slices.Contains(refused, m1) {
+		t.Fatalf("c (a copy: %v) was sent %v, refused %v; record %d was refused with 0x80", cCopy, seqs, refused, m1)
+	}
+
+	fd.full.Store(false)
+	got = pub("stored")
+	m2 := confirmB()
+	if rc := ack(got); rc != 0 {
+		t.Fatalf("PUBACK %#x with room again, want success", rc)
+	}
+	if _, decided, _, _, _ := takeHead(p, "b"); decided < m2 {
+		t.Fatalf("b's header decides up to %d after the acknowledgement of record %d", decided, m2)
+	}
+	if !cCopy {
+		if _, _, _, seqs, _ := takeHead(p, "c"); !slices.Equal(seqs, []uint64{m2}) {
+			t.Fatalf("c was sent %v, want only record %d", seqs, m2)
+		}
+	}
+	if rs := p.ReplicationStatus(); rs.Failures[failDisk] != 1 {
+		t.Fatalf("failures %v, want one %s", rs.Failures, failDisk)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"gantry/cluster/wire"
 )
@@ -72,6 +73,11 @@ type peerStream struct {
 	dropped   uint64 // reliable records dropped before the peer confirmed them
 	beDropped uint64 // best effort records dropped (link down or too slow)
 	saved     uint64 // cursor last handed to the store
+	// moved is when the cursor last moved on (or the link came up): a
+	// peer that confirmed nothing for stallAfter no longer holds the
+	// publishers back (holdLocked).
+	moved time.Time
+	holds uint64 // times publishers were held back for this peer
 
 	wake chan struct{} // capacity 1: something to send, or confirmed
 }
@@ -116,6 +122,78 @@ type outbox struct {
 	decided   uint64
 	refused   []uint64
 	absentDec map[string]uint64
+
+	// room, while set, is closed once the stream has room again: at its
+	// bound, publishers wait for it (the broker stops reading them)
+	// rather than the oldest record going while a peer that is up and
+	// confirming still needs it (holdLocked).
+	room chan struct{}
+}
+
+// Holding publishers back. At max records the stream keeps the oldest
+// record while a peer whose link is up, and that confirmed something
+// within stallAfter, still needs it: the publishers appending meanwhile
+// are paused (broker.Pauser) until the peer confirmed enough to bring the
+// stream to 7/8 of max, for at most holdSlice at a time (the next publish
+// then looks again). A slow peer thus slows the publishers down instead of
+// losing what they were acknowledged; a peer that is down, or up but
+// stuck (its disk full, say: it confirms nothing), loses the oldest
+// records beyond max as before (coreflux_replication_forward_dropped_total),
+// so that it does not stall the cluster. Beyond hardMax records the oldest
+// go whatever the peers: the publishers that append while held (one
+// publish each per slice) cannot grow the stream without bound.
+const (
+	stallAfter = 2 * time.Second
+	holdSlice  = time.Second
+)
+
+func (o *outbox) hardMax() int { return 2 * o.max }
+
+// owedToMovingLocked reports whether the oldest record is still owed to a
+// peer whose link is up and that moved within stallAfter; it counts the
+// hold for the first such peer when count is set.
+func (o *outbox) owedToMovingLocked(now time.Time, count bool) bool {
+	for _, ps := range o.peers {
+		if ps.up && ps.cursor <= o.base && now.Sub(ps.moved) < stallAfter {
+			if count {
+				ps.holds++
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// holdLocked makes the publishers wait for room (o.room), for at most
+// holdSlice.
+func (o *outbox) holdLocked() {
+	if o.room != nil {
+		return
+	}
+	room := make(chan struct{})
+	o.room = room
+	time.AfterFunc(holdSlice, func() {
+		o.mu.Lock()
+		o.releaseLocked(room)
+		o.mu.Unlock()
+	})
+}
+
+// releaseLocked lets the publishers waiting for room go on.
+func (o *outbox) releaseLocked(room chan struct{}) {
+	if room != nil && o.room == room {
+		close(room)
+		o.room = nil
+	}
+}
+
+// roomLocked is what a publisher that just appended waits for: nil when
+// the stream is not holding publishers back.
+func (o *outbox) roomLocked() <-chan struct{} {
+	if o.room == nil {
+		return nil
+	}
+	return o.room
 }
 
 // maxRefusedKept bounds the refused records remembered for the peers'
@@ -262,12 +340,14 @@ func (o *outbox) addBestEffort(msg []byte, topic string, groups map[string][]str
 // once the record is on disk (or failed to get there) and addReliable
 // returns true; without one it returns false and never calls done.
 func (o *outbox) addReliable(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) bool {
-	_, deferred := o.addNumbered(msg, topic, retain, groups, rep, done)
+	_, deferred, _ := o.addNumbered(msg, topic, retain, groups, rep, done)
 	return deferred
 }
 
-// addNumbered is addReliable that also returns the record's number.
-func (o *outbox) addNumbered(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) (uint64, bool) {
+// addNumbered is addReliable that also returns the record's number and
+// what its publisher is to wait for before it sends more (nil: nothing;
+// holdLocked).
+func (o *outbox) addNumbered(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) (uint64, bool, <-chan struct{}) {
 	o.mu.Lock()
 	seq := o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups, rep: rep}, done)
 	if rep == nil && done == nil {
@@ -276,20 +356,23 @@ func (o *outbox) addNumbered(msg []byte, topic string, retain bool, groups map[s
 	for _, ps := range o.peers {
 		signal(ps)
 	}
+	room := o.roomLocked()
 	o.mu.Unlock()
-	return seq, o.store != nil
+	return seq, o.store != nil, room
 }
 
 // addReplicated appends a QoS 1/2 record of a partition and returns its
-// number; done, when set, runs once it is on disk (with a store).
-func (o *outbox) addReplicated(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) uint64 {
+// number and what its publisher is to wait for (addNumbered); done, when
+// set, runs once it is on disk (with a store).
+func (o *outbox) addReplicated(msg []byte, topic string, retain bool, groups map[string][]string, rep *repInfo, done func(error)) (uint64, <-chan struct{}) {
 	o.mu.Lock()
 	seq := o.appendLocked(entry{msg: msg, topic: topic, retain: retain, groups: groups, rep: rep}, done)
 	for _, ps := range o.peers {
 		signal(ps)
 	}
+	room := o.roomLocked()
 	o.mu.Unlock()
-	return seq
+	return seq, room
 }
 
 // addReliableFor appends a record for peer only (a catch-up). Nobody
@@ -315,7 +398,14 @@ func (o *outbox) appendLocked(e entry, done func(error)) uint64 {
 	}
 	o.entries = append(o.entries, e)
 	if len(o.entries) > o.max {
-		o.dropOldestLocked()
+		now := time.Now()
+		for len(o.entries) > o.max {
+			if len(o.entries) <= o.hardMax() && o.owedToMovingLocked(now, o.room == nil) {
+				o.holdLocked()
+				break
+			}
+			o.dropOldestLocked()
+		}
 	}
 	if o.store != nil {
 		msg := e.msg
@@ -399,9 +489,13 @@ func (o *outbox) dropOldestLocked() {
 	}
 }
 
-// trimLocked forgets the records every peer confirmed.
+// trimLocked forgets the records every peer confirmed, up to the first
+// undecided one: a write refused after its copies confirmed it (its
+// origin's own write failed, or the broker's here) must still be there
+// for refuse to name it in the copies' next headers, or they would take
+// the decided position past it for an acknowledgement and deliver it.
 func (o *outbox) trimLocked() {
-	low := o.head()
+	low := o.decidedLocked()
 	for _, ps := range o.peers {
 		low = min(low, ps.cursor)
 	}
@@ -417,6 +511,9 @@ func (o *outbox) trimLocked() {
 	o.base = low
 	if o.store != nil {
 		o.store.trim(o.base)
+	}
+	if o.room != nil && len(o.entries) <= o.max-o.max/8 {
+		o.releaseLocked(o.room)
 	}
 }
 
@@ -532,7 +629,7 @@ func (o *outbox) takeReliableLocked(ps *peerStream, upTo uint64, maxBytes int, d
 			if st := q.state.Load(); st == qRefused {
 				ps.sent = e.seq
 				continue
-			} else if !copy && (st == qPending || e.seq > decided) {
+			} else if !copy && (st == qPending || st == qMajority || e.seq > decided) {
 				break
 			}
 		}
@@ -674,6 +771,9 @@ func (e *entry) repFor(peer string, wr *wire.Rep) (*wire.Rep, bool) {
 
 // advanceLocked moves ps's cursor to upTo, stores it and trims.
 func (o *outbox) advanceLocked(ps *peerStream, upTo uint64) {
+	if upTo > ps.cursor {
+		ps.moved = time.Now() // once per confirmed frame
+	}
 	ps.cursor = max(ps.cursor, upTo)
 	if o.store != nil && ps.cursor != ps.saved {
 		ps.saved = ps.cursor
@@ -696,8 +796,12 @@ func (o *outbox) setUp(ps *peerStream, up bool) {
 	o.mu.Lock()
 	ps.up = up
 	if up {
+		ps.moved = time.Now()
 		o.mu.Unlock()
 		return
+	}
+	if o.room != nil && !o.owedToMovingLocked(time.Now(), false) {
+		o.releaseLocked(o.room) // it was the one holding the publishers back
 	}
 	var dones []func()
 	for _, f := range ps.frames {
@@ -725,12 +829,13 @@ type queueStats struct {
 	Backlog   int    // reliable records not confirmed
 	Dropped   uint64 // reliable records dropped beyond the limit
 	BeDropped uint64 // best effort records dropped
+	Holds     uint64 // times the publishers were held back for the peer
 }
 
 func (o *outbox) stats(ps *peerStream) queueStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return queueStats{Backlog: int(o.head() - ps.cursor), Dropped: ps.dropped, BeDropped: ps.beDropped}
+	return queueStats{Backlog: int(o.head() - ps.cursor), Dropped: ps.dropped, BeDropped: ps.beDropped, Holds: ps.holds}
 }
 
 // decidedLocked moves decided past every record whose quorum write is
@@ -738,7 +843,7 @@ func (o *outbox) stats(ps *peerStream) queueStats {
 func (o *outbox) decidedLocked() uint64 {
 	o.decided = max(o.decided, o.base)
 	for o.decided < o.head() {
-		if q := o.entries[o.decided-o.base].rep.quorum(); q != nil && q.state.Load() == qPending {
+		if q := o.entries[o.decided-o.base].rep.quorum(); q != nil && q.undecided() {
 			break
 		}
 		o.decided++
@@ -766,12 +871,12 @@ func (o *outbox) decisionsLocked(ps *peerStream) (uint64, []uint64) {
 // maxHeaderRefused is wire's bound on a header's refused list.
 const maxHeaderRefused = 4096
 
-// refuse decides q refused, unless it was decided already, and reports
+// refuse decides q refused from state from, unless it was decided already, and reports
 // whether it did. Under mu, so that a header never covers a refused
 // record without naming it.
-func (o *outbox) refuse(q *quorumWrite) bool {
+func (o *outbox) refuse(q *quorumWrite, from int32) bool {
 	o.mu.Lock()
-	if !q.state.CompareAndSwap(qPending, qRefused) {
+	if !q.state.CompareAndSwap(from, qRefused) {
 		o.mu.Unlock()
 		return false
 	}

@@ -366,8 +366,9 @@ func (p *Plane) InterceptPublish(m *broker.Message, r broker.Resolver) error {
 	if p.gate != nil {
 		return p.replicate(m, enc, groups, &namingResolver{Resolver: r, m: m, p: p})
 	}
-	seq, deferred := p.out.addNumbered(enc, m.Topic, m.Retain, groups, nil, r.Resolve)
+	seq, deferred, room := p.out.addNumbered(enc, m.Topic, m.Retain, groups, nil, r.Resolve)
 	p.nameLocal(m, seq)
+	holdBack(r, room)
 	if deferred {
 		return broker.ErrDeferred // acknowledged once the record is on disk
 	}
@@ -418,6 +419,7 @@ type PeerStatus struct {
 	Frames          uint64 `json:"framesSent"`
 	Backlog         int    `json:"backlog"`           // reliable messages not confirmed by the peer
 	Dropped         uint64 `json:"forwardDropped"`    // reliable messages dropped beyond ReplicationForwardQueueEntries
+	Holds           uint64 `json:"forwardHolds"`      // times publishers were held back at the bound for this peer (behind, but up)
 	BeDropped       uint64 `json:"bestEffortDropped"` // QoS 0 messages not sent (link down or slow)
 	LastError       string `json:"lastError,omitempty"`
 }
@@ -449,7 +451,7 @@ func (p *Plane) Status() Status {
 	for name, l := range p.links {
 		qs := p.out.stats(l.ps)
 		ps := PeerStatus{Name: name, Address: *l.addr.Load(), Connected: l.connected.Load(), Connects: l.connects.Load(),
-			Frames: l.sentFrames.Load(), Backlog: qs.Backlog, Dropped: qs.Dropped, BeDropped: qs.BeDropped}
+			Frames: l.sentFrames.Load(), Backlog: qs.Backlog, Dropped: qs.Dropped, BeDropped: qs.BeDropped, Holds: qs.Holds}
 		if e := l.lastErr.Load(); e != nil {
 			ps.LastError = *e
 		}

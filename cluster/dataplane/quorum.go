@@ -68,7 +68,7 @@ var errStaleCopy = packet.QuotaExceeded
 // quorumWrite is one publish waiting for its majority.
 type quorumWrite struct {
 	need      atomic.Int32 // confirmations still missing
-	state     atomic.Int32 // qPending, then qAcked or qRefused, once
+	state     atomic.Int32 // qPending (then qMajority when watched), then qAcked or qRefused, once
 	res       broker.Resolver
 	deadline  time.Time
 	partition uint32
@@ -88,14 +88,28 @@ type quorumWrite struct {
 	own       atomic.Uint64
 	pid       uint16
 	publisher string
+	// watched: the publisher's broker reports the local outcome (settle).
+	watched bool
 }
 
-// States of a quorum write.
+// States of a quorum write. A write whose publisher's broker reports its
+// local outcome (broker.StoreWatcher) passes through qMajority: its copies
+// have it, and the decision waits for this node's own writes of it (the
+// queue entries of its subscribers here), so that a publish refused with
+// 0x80 for a full disk here is refused everywhere.
 const (
 	qPending = iota
 	qAcked
 	qRefused
+	qMajority
 )
+
+// undecided reports whether q (not nil) waits for its decision: the peers
+// hold its record, or pass over nothing after it, until then.
+func (q *quorumWrite) undecided() bool {
+	st := q.state.Load()
+	return st == qPending || st == qMajority
+}
 
 // ack counts one durable copy.
 func (q *quorumWrite) ack() {
@@ -105,18 +119,44 @@ func (q *quorumWrite) ack() {
 }
 
 // finish answers the publisher once: nil lets it through (routed and
-// acknowledged), an error refuses it.
+// acknowledged), an error refuses it. A watched write (settle) that has
+// its majority is let through to the broker, which decides it.
 func (q *quorumWrite) finish(err error, reason string) {
+	if err == nil && q.watched {
+		if q.state.CompareAndSwap(qPending, qMajority) {
+			q.res.Resolve(nil) // routed and written here, then settle
+		}
+		return
+	}
+	if q.decide(err, reason, qPending) {
+		q.res.Resolve(err)
+	}
+}
+
+// settle is the broker's word on a watched write with its majority: nil
+// once routed here and durable, an error when a write here failed (the
+// publisher is refused by the broker itself).
+func (q *quorumWrite) settle(err error) {
+	if err != nil {
+		q.decide(errStoreFailed, failDisk, qMajority)
+		return
+	}
+	q.decide(nil, "", qMajority)
+}
+
+// decide moves q from state from to its decision and reports whether it
+// did (only once).
+func (q *quorumWrite) decide(err error, reason string, from int32) bool {
 	if err == nil {
-		if !q.state.CompareAndSwap(qPending, qAcked) {
-			return
+		if !q.state.CompareAndSwap(from, qAcked) {
+			return false
 		}
 	} else if q.g.refuse != nil {
-		if !q.g.refuse(q) {
-			return
+		if !q.g.refuse(q, from) {
+			return false
 		}
-	} else if !q.state.CompareAndSwap(qPending, qRefused) {
-		return
+	} else if !q.state.CompareAndSwap(from, qRefused) {
+		return false
 	}
 	if err != nil && q.g.dropOwn != nil {
 		q.g.dropOwn(q)
@@ -138,7 +178,7 @@ func (q *quorumWrite) finish(err error, reason string) {
 		}
 		q.trace.event(e)
 	}
-	q.res.Resolve(err)
+	return true
 }
 
 // quorumRec is a publish's replication part and its quorum write, in one
@@ -232,7 +272,7 @@ type quorumGate struct {
 	wake func()
 	// refuse decides a write refused (outbox.refuse), so that the copies
 	// holding it learn it; set by New.
-	refuse func(*quorumWrite) bool
+	refuse func(q *quorumWrite, from int32) bool
 	// dropOwn removes a refused write's own copy here (Plane.dropOwnCopy);
 	// set by New.
 	dropOwn func(*quorumWrite)
@@ -429,6 +469,18 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		if p.trace != nil {
 			q.trace, q.start, q.client, q.topic = p.trace, now, m.ClientID, m.Topic
 		}
+		inner := r
+		if n, ok := r.(*namingResolver); ok {
+			inner = n.Resolver
+		}
+		if w, ok := inner.(broker.StoreWatcher); ok {
+			// Decided only once the broker here routed and stored it: a
+			// write here that fails (a full disk) refuses it with 0x80,
+			// and the copies must not deliver what the publisher was
+			// told is refused.
+			w.WatchStore(q.settle)
+			q.watched = true
+		}
 		// The majority, and this node's own stream record on disk: the
 		// record may reach the copies before its write, but a restart
 		// must find it (the copies' confirmations alone would leave the
@@ -449,7 +501,8 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 	} else if p.store != nil {
 		onWrite = r.Resolve
 	}
-	seq := p.out.addReplicated(enc, m.Topic, m.Retain, groups, rep, onWrite)
+	seq, room := p.out.addReplicated(enc, m.Topic, m.Retain, groups, rep, onWrite)
+	holdBack(r, room)
 	if q != nil && p.store == nil {
 		q.ack() // in memory: the stream record is kept already (appendLocked numbered q)
 	}
@@ -477,6 +530,20 @@ func (p *Plane) replicate(m *broker.Message, enc []byte, groups map[string][]str
 		return nil // in memory and not gated: acknowledged now
 	}
 	return broker.ErrDeferred
+}
+
+// holdBack pauses the publisher of a record the stream keeps at its bound
+// (outbox.holdLocked) until room: the broker stops reading it.
+func holdBack(r broker.Resolver, room <-chan struct{}) {
+	if room == nil {
+		return
+	}
+	if n, ok := r.(*namingResolver); ok {
+		r = n.Resolver
+	}
+	if p, ok := r.(broker.Pauser); ok {
+		p.Pause(room)
+	}
 }
 
 // dropOwnCopy removes the own copy of a refused write q (twice is
@@ -601,7 +668,7 @@ func (p *Plane) ReplicationStatus() *ReplicationStatus {
 	}
 	g.mu.Lock()
 	for _, q := range g.waits {
-		if q.state.Load() == qPending {
+		if q.undecided() {
 			if st.InFlightByPartition == nil {
 				st.InFlightByPartition = map[uint32]int{}
 			}

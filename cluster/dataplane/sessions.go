@@ -501,7 +501,7 @@ func (s *Sessions) awaitOwnWrites() {
 	var pending []*quorumWrite
 	o.mu.Lock()
 	for i := range o.entries {
-		if q := o.entries[i].rep.quorum(); q != nil && q.state.Load() == qPending {
+		if q := o.entries[i].rep.quorum(); q != nil && q.undecided() {
 			pending = append(pending, q)
 		}
 	}
@@ -511,7 +511,7 @@ func (s *Sessions) awaitOwnWrites() {
 	}
 	deadline := time.Now().Add(flushWait)
 	for _, q := range pending {
-		for q.state.Load() == qPending && time.Now().Before(deadline) {
+		for q.undecided() && time.Now().Before(deadline) {
 			time.Sleep(flushPoll)
 		}
 	}
