@@ -476,43 +476,94 @@ func (sess *session) importEntriesLocked(st *SessionState, after *Message) *Mess
 // than queued twice. A later one still arrives twice.
 const importedFor = 10 * time.Second
 
-// importedRecords is the records a session's handovers brought, until
-// a time.
+// importedRecords is the records a session's handovers brought, each
+// remembered importedFor from the import that brought it. One deadline
+// for the whole set, pushed back by every import, kept the records of
+// every import since the first for as long as the session kept moving
+// (a client flapping between nodes): the set only grew.
 type importedRecords struct {
-	recs  map[PeerRecord]bool
-	until time.Time
+	recs  map[PeerRecord]time.Time // each record's end
+	until time.Time                // the latest end: the set is over then
+	// forget drops the set once it is over, for a session that gets no
+	// message after its import (nothing else would look at it).
+	forget *time.Timer
 }
 
-// had reports whether rec came with a handover (it is forgotten then: a
-// stream delivers it once); it clears *self once the time passed. The
-// caller holds the session's mu.
-func (ir *importedRecords) had(rec PeerRecord, self **importedRecords) bool {
-	if time.Now().After(ir.until) {
-		*self = nil
+// had reports whether rec came with a handover that is not over at now;
+// a record found is forgotten (a stream delivers it once). The caller
+// holds the session's mu.
+func (ir *importedRecords) had(rec PeerRecord, now time.Time) bool {
+	if ir == nil || rec == (PeerRecord{}) {
 		return false
 	}
-	if rec == (PeerRecord{}) || !ir.recs[rec] {
-		return false
+	end, ok := ir.recs[rec]
+	if ok {
+		delete(ir.recs, rec)
 	}
-	delete(ir.recs, rec)
-	return true
+	return ok && !now.After(end)
 }
 
-// rememberLocked adds the records of an import to sess.imported. The
+// over reports whether every record's time has passed at now.
+func (ir *importedRecords) over(now time.Time) bool { return ir == nil || now.After(ir.until) }
+
+// add returns ir (a new set when nil or over) with the records carried
+// by an import at now, less those whose time has passed. The caller holds
+// the session's mu.
+func (ir *importedRecords) add(carried map[PeerRecord]bool, now time.Time) *importedRecords {
+	if ir.over(now) {
+		ir = &importedRecords{recs: make(map[PeerRecord]time.Time, len(carried))}
+	}
+	for r, end := range ir.recs {
+		if now.After(end) {
+			delete(ir.recs, r)
+		}
+	}
+	end := now.Add(importedFor)
+	for r := range carried {
+		ir.recs[r] = end
+	}
+	ir.until = end
+	return ir
+}
+
+// checkImportedLocked drops sess.imported once it is over. The caller
+// holds sess.mu.
+func (sess *session) checkImportedLocked(now time.Time) {
+	if ir := sess.imported; ir != nil && ir.over(now) {
+		ir.forget.Stop()
+		sess.imported = nil
+	}
+}
+
+// rememberLocked adds the records of an import to sess.imported, and
+// makes sure they are dropped once over even if no message comes. The
 // caller holds sess.mu.
 func (sess *session) rememberLocked(carried map[PeerRecord]bool) {
 	if len(carried) == 0 {
 		return
 	}
-	ir := sess.imported
-	if ir == nil || time.Now().After(ir.until) {
-		sess.imported = &importedRecords{recs: carried, until: time.Now().Add(importedFor)}
+	old := sess.imported
+	ir := old.add(carried, time.Now())
+	sess.imported = ir
+	if ir == old {
+		ir.forget.Reset(importedFor + time.Millisecond)
 		return
 	}
-	for r := range carried {
-		ir.recs[r] = true
+	if old != nil {
+		old.forget.Stop()
 	}
-	ir.until = time.Now().Add(importedFor)
+	ir.forget = time.AfterFunc(importedFor+time.Millisecond, func() {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		if sess.imported != ir {
+			return // replaced, or dropped already
+		}
+		if now := time.Now(); !ir.over(now) {
+			ir.forget.Reset(ir.until.Sub(now) + time.Millisecond) // another import since
+			return
+		}
+		sess.imported = nil
+	})
 }
 
 // carriedRecords is the set of the peer records (PeerRecord) named by

@@ -161,9 +161,13 @@ func (s *session) enqueueLocked(d delivery, t **storeTicket) (kept, persisted bo
 	if s.gone || (s.conn == nil && s.inproc == nil && d.qos == 0) {
 		return false, false, nil
 	}
-	if s.imported != nil && s.imported.had(d.msg.Record, &s.imported) {
-		s.srv.stats.HandoverDuplicates.Add(1)
-		return false, false, nil
+	if s.imported != nil {
+		now := time.Now()
+		if s.imported.had(d.msg.Record, now) {
+			s.srv.stats.HandoverDuplicates.Add(1)
+			return false, false, nil
+		}
+		s.checkImportedLocked(now)
 	}
 	limit := s.srv.opts.MaxQueuedMessages
 	if n := s.queue.len(); n >= limit {
