@@ -52,18 +52,19 @@ func (f *fullDiskStore) Persist(ops []broker.PersistOp, done func(error)) {
 }
 
 // fullDiskBroker is a real broker on a store in t.TempDir(), serving
-// anonymous MQTT on a loopback port.
-func fullDiskBroker(t *testing.T) (*broker.Server, *fullDiskStore, string) {
+// anonymous MQTT on a loopback port once serve is called (publish hooks
+// are added before it: the broker reads them unlocked).
+func fullDiskBroker(t *testing.T) (srv *broker.Server, fd *fullDiskStore, addr string, serve func()) {
 	t.Helper()
 	st, err := brokerstore.Open(filepath.Join(t.TempDir(), "gantry.db"), brokerstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := broker.New(broker.Options{})
+	srv, err = broker.New(broker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd := &fullDiskStore{Store: st}
+	fd = &fullDiskStore{Store: st}
 	srv.SetPersister(fd)
 	if err := srv.Restore(); err != nil {
 		t.Fatal(err)
@@ -72,14 +73,14 @@ func fullDiskBroker(t *testing.T) (*broker.Server, *fullDiskStore, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(l, broker.ListenerConfig{Name: "tcp", AllowAnonymous: true})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 		st.Close()
 	})
-	return srv, fd, l.Addr().String()
+	serve = func() { go srv.Serve(l, broker.ListenerConfig{Name: "tcp", AllowAnonymous: true}) }
+	return srv, fd, l.Addr().String(), serve
 }
 
 // mqttSub is a paho MQTT 5 client subscribed to a filter at QoS 2.
@@ -186,7 +187,7 @@ func TestFullDiskPeerRecordsDeliveredOnce(t *testing.T) {
 		{"held copies released", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, fd, addr := fullDiskBroker(t)
+			srv, fd, addr, serve := fullDiskBroker(t)
 			opts := Options{NodeName: "b", Username: "cluster", Broker: srv, BestEffort: true, Reliable: true,
 				ForwardQueueEntries: 8192, DataDir: t.TempDir()}
 			if tc.held {
@@ -200,6 +201,7 @@ func TestFullDiskPeerRecordsDeliveredOnce(t *testing.T) {
 			if tc.held {
 				p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1}}})
 			}
+			serve()
 			off := subscribeQoS2(t, addr, "fd-off", 3600, true, "fd/#")
 			off.close()
 			eventuallyT(t, func() bool { return srv.Stats().Connections.Load() == 0 })
@@ -456,7 +458,7 @@ func TestFullDiskOriginRefusalNotDelivered(t *testing.T) {
 }
 
 func testFullDiskOriginRefusal(t *testing.T, cCopy bool) {
-	srv, fd, addr := fullDiskBroker(t)
+	srv, fd, addr, serve := fullDiskBroker(t)
 	p, err := New(Options{NodeName: "a", Username: "cluster", Broker: srv, BestEffort: true, Reliable: true,
 		ForwardQueueEntries: 8192, DataDir: t.TempDir(), Replication: &Replication{Gate: true, Timeout: time.Minute}})
 	if err != nil {
@@ -477,6 +479,7 @@ func testFullDiskOriginRefusal(t *testing.T, cCopy bool) {
 	}
 	p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: replicas, Epoch: 1}}})
 	srv.AddPublishHook(p)
+	serve()
 
 	off := subscribeQoS2(t, addr, "fd-off", 3600, true, "fd/#")
 	off.close()
