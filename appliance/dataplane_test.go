@@ -255,7 +255,7 @@ func TestDataPlaneRefusesForgedFrames(t *testing.T) {
 	var onB collector
 	defer closeV5(subscribeV5(t, b.addr(), "sub-b", 0, "plant/#", 1, &onB))
 	frame := func(secret string) []byte {
-		f := wire.AppendHeader(nil, "broker-a", uint64(time.Now().UnixNano()))
+		f := wire.AppendHeader(nil, "broker-a", uint64(time.Now().UnixNano()), 1)
 		f = wire.AppendRecord(f, 0, wire.AppendMessage(nil, &broker.Message{Topic: "plant/forged", Payload: []byte("forged")}), nil)
 		return signing.New([]byte(secret), nil).Sign(f)
 	}

@@ -209,7 +209,7 @@ var (
 	dpReceived = prometheus.NewDesc("coreflux_cluster_dataplane_received_messages_total",
 		"Messages peers delivered to this node.", nil, nil)
 	dpRefused = prometheus.NewDesc("coreflux_cluster_dataplane_dropped_frames_total",
-		"Frames and link logins from peers dropped: forged (a bad signature or link token), replayed (a frame not newer than the last accepted, or a link token used already or signed before this node started), corrupt, or sent by another user.", []string{"reason"}, nil)
+		"Frames and link logins from peers dropped: forged (a bad signature or link token), replayed (a frame not newer than the last accepted, or a link token used already or signed before this node started), corrupt, sent by another user (unauthorized), or sent behind a frame this node failed to write (afterFailure: the peer sends both again).", []string{"reason"}, nil)
 	dpDuplicates = prometheus.NewDesc("coreflux_cluster_dataplane_duplicates_dropped_total",
 		"Reliable messages a peer sent again that this node had delivered already.", nil, nil)
 	repFailures = prometheus.NewDesc("coreflux_replication_quorum_failures_total",
@@ -247,7 +247,7 @@ func (c dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	r := st.Received
 	ch <- prometheus.MustNewConstMetric(dpReceived, prometheus.CounterValue, float64(r.Messages))
 	ch <- prometheus.MustNewConstMetric(dpDuplicates, prometheus.CounterValue, float64(r.Duplicates))
-	for reason, v := range map[string]uint64{"forged": r.Forged, "replayed": r.Replayed, "corrupt": r.Corrupt, "unauthorized": r.Refused} {
+	for reason, v := range map[string]uint64{"forged": r.Forged, "replayed": r.Replayed, "corrupt": r.Corrupt, "unauthorized": r.Refused, "afterFailure": r.AfterFailure} {
 		ch <- prometheus.MustNewConstMetric(dpRefused, prometheus.CounterValue, float64(v), reason)
 	}
 	if rs := st.Replication; rs != nil {

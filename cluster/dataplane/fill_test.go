@@ -16,7 +16,7 @@ import (
 func frameFor(p *Plane, peer string, to *Plane) (m *broker.Message, n int) {
 	var frame []byte
 	head := func(decided uint64, refused []uint64) {
-		frame = wire.AppendHeaderDecided(frame, p.opts.NodeName, p.boot, decided, refused)
+		frame = wire.AppendHeaderDecided(frame, p.opts.NodeName, p.boot, 1, decided, refused)
 	}
 	_, n = p.out.take(p.out.peers[peer], 1<<20, head, func(string) bool { return true },
 		func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int {

@@ -150,7 +150,7 @@ func (s *mqttSub) exactly(t *testing.T, who string, want ...string) {
 // records on topic fd/t numbered from first; held makes them partition
 // copies whose delivery waits for the decision (Copy, Decide).
 func peerFrame(p *Plane, decided uint64, held bool, first uint64, payloads ...string) *broker.Message {
-	f := wire.AppendHeaderDecided(nil, "a", 1, decided, nil)
+	f := wire.AppendHeaderDecided(nil, "a", 1, frameConn(), decided, nil)
 	for i, pl := range payloads {
 		msg := wire.AppendMessage(nil, &broker.Message{Topic: "fd/t", Payload: []byte(pl), QoS: 2, ClientID: "pub"})
 		var rep *wire.Rep
@@ -228,6 +228,7 @@ func TestFullDiskPeerRecordsDeliveredOnce(t *testing.T) {
 
 			// Room again; the peer sends the frame again.
 			fd.full.Store(false)
+			reconnect()
 			if err := answer(t, p, frame()); err != nil {
 				t.Fatalf("the resend answered %v", err)
 			}
@@ -290,7 +291,7 @@ func TestFramesInFlightOnFullDiskDeliveredOnce(t *testing.T) {
 			defer p.Stop()
 			p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: []string{"a", "n"}, Epoch: 1}}})
 			frame := func(first uint64, payloads ...string) *broker.Message {
-				f := wire.AppendHeaderDecided(nil, "a", 1, first+uint64(len(payloads))-1, nil)
+				f := wire.AppendHeaderDecided(nil, "a", 1, frameConn(), first+uint64(len(payloads))-1, nil)
 				for i, pl := range payloads {
 					msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(pl), QoS: 2, ClientID: "pub"})
 					f = wire.AppendRecordRep(f, first+uint64(i), msg, nil, &wire.Rep{Copy: true, Partition: 0, Epoch: 1})
@@ -346,6 +347,7 @@ func TestFramesInFlightOnFullDiskDeliveredOnce(t *testing.T) {
 			// Room again; the sender sends what it has not had confirmed.
 			p.store.log.full.Store(false)
 			br.gated.Store(false)
+			reconnect()
 			receiveOK(t, p, frame(2, "m2", "m3"))
 			if got := br.delivered(); fmt.Sprint(got) != "[m1 m2 m3]" {
 				t.Fatalf("delivered %q, want m1, m2 and m3 once each", got)
@@ -400,6 +402,7 @@ func TestHeldCopyOfFailedFrameHeldOnce(t *testing.T) {
 	eventuallyT(t, func() bool { return s.seen.Load() == 1 && p.recv.held.Load() == 2 }) // rewound; m1 and m3 held
 
 	br.gated.Store(false)
+	reconnect()
 	receiveOK(t, p, frameFrom(p, 3, nil, 2, "m2", "m3")) // the resend, with the decisions
 	if got := br.delivered(); fmt.Sprint(got) != "[m1 m2 m1 m3]" {
 		t.Fatalf("delivered %q, want m1 (failed), m2, m1 and m3", got)
@@ -430,6 +433,7 @@ func TestHeldCopyWrittenAgainRefused(t *testing.T) {
 	s := p.recv.sender("a")
 	eventuallyT(t, func() bool { return s.seen.Load() == 1 })
 	p.store.log.full.Store(false)
+	reconnect()
 	receiveOK(t, p, frameFrom(p, 0, nil, 2, "m2"))   // written again
 	receiveOK(t, p, frameFrom(p, 2, []uint64{2}, 3)) // m1 acknowledged, m2 refused
 	if got := br.delivered(); fmt.Sprint(got) != "[m1]" {

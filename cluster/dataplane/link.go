@@ -148,7 +148,7 @@ func (l *link) serve(ctx context.Context) error {
 		readErr <- l.readAcks(br, acked)
 		nc.Close()
 	}()
-	werr := l.writeFrames(ctx, nc, limits, readErr, acked)
+	werr := l.writeFrames(ctx, nc, l.p.linkConns.Add(1), limits, readErr, acked)
 	nc.Close()
 	wg.Wait()
 	return werr
@@ -205,7 +205,8 @@ func (l *link) handshake(nc net.Conn, br *bufio.Reader) (peerLimits, error) {
 
 // writeFrames writes the queue's records as frames until the connection
 // fails or ctx ends.
-func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, readErr <-chan error, acked <-chan struct{}) error {
+// conn numbers the connection in the frames' headers (wire.Header.Conn).
+func (l *link) writeFrames(ctx context.Context, nc net.Conn, conn uint64, lim peerLimits, readErr <-chan error, acked <-chan struct{}) error {
 	tick := time.NewTicker(linkPingEvery / 4)
 	defer tick.Stop()
 	lastPing := time.Now()
@@ -233,7 +234,7 @@ func (l *link) writeFrames(ctx context.Context, nc net.Conn, lim peerLimits, rea
 		if l.p.out.inflight(l.ps) < lim.inflight {
 			frame = frame[:0]
 			head := func(decided uint64, refused []uint64) {
-				frame = wire.AppendHeaderDecided(frame, l.p.opts.NodeName, l.p.boot, decided, refused)
+				frame = wire.AppendHeaderDecided(frame, l.p.opts.NodeName, l.p.boot, conn, decided, refused)
 			}
 			fpid, n := l.p.out.take(l.ps, lim.maxBytes, head, want, func(seq uint64, msg []byte, groups []string, rep *wire.Rep) int {
 				frame = wire.AppendRecordRep(frame, seq, msg, groups, rep)

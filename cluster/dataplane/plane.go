@@ -100,6 +100,9 @@ type Plane struct {
 	opts Options
 	log  *slog.Logger
 	boot uint64 // this incarnation: reliable sequence numbers restart with it
+	// linkConns numbers the links' connections within boot, ascending
+	// (wire.Header.Conn).
+	linkConns atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -39,7 +39,12 @@ type receiver struct {
 	refusedDrop atomic.Uint64 // held copies dropped: their write was refused
 	staleCopies atomic.Uint64 // copies refused: written in an epoch that is over
 	replayDups  atomic.Uint64 // replay copies of records delivered already, dropped
+	afterFail   atomic.Uint64 // frames refused: sent on a connection after a frame that failed
 }
+
+// errAfterFailure answers a frame that came on a connection after a frame
+// this node failed to write: its sender resends both on a new one.
+var errAfterFailure = packet.ImplementationSpecificError
 
 // senderState is what the receiver remembers of one peer. A link's frames
 // arrive on one connection's reader; mu orders a reconnected link's
@@ -49,6 +54,9 @@ type senderState struct {
 	boot    uint64    // the sender's incarnation
 	lastSeq uint64    // highest reliable record delivered from boot
 	lastTS  time.Time // newest envelope timestamp accepted
+	// conn is the newest of the sender's link connections (wire.Header.Conn)
+	// that a frame of boot came on; written under mu.
+	conn atomic.Uint64
 
 	// seenBoot and seen mirror boot and lastSeq for readers that do not
 	// hold mu (a replay of this sender's records arriving from another).
@@ -69,12 +77,22 @@ type senderState struct {
 	// reconnect whose records are all taken already is answered only
 	// once floor covers them: its sender counts the answer as a durable
 	// copy.
-	wmu         sync.Mutex // guards wBoot, floor, done, again, waits; taken after mu
+	wmu         sync.Mutex // guards wBoot, floor, done, again, waits, refuse*; taken after mu
 	wBoot       uint64
 	floor       uint64
 	done, again seqRanges
 	ranges      atomic.Int32 // len(done) + len(again): the usual empty case takes no lock
 	waits       []dupWait
+
+	// The frames of refuseBoot that came on connections up to refuseTo
+	// are refused: they came after a frame that failed (when the failure
+	// was known, refuseTo was the newest connection). Taken, they would
+	// move lastSeq, just rewound to the failed frame, past it again: a
+	// frame sent behind it takes lastSeq+1.. as its own, the failed
+	// frame's records included, and once written marks them written, so
+	// that the resend drops them (lost). The sender reconnects when a
+	// frame fails, and sends again from it on a newer connection.
+	refuseBoot, refuseTo uint64
 
 	// held are the copies from this sender not delivered yet, in order:
 	// their quorum write is not decided (two-phase delivery); under mu.
@@ -95,6 +113,27 @@ func (s *senderState) finishedBefore(boot, seq uint64) (done, again bool) {
 		return false, false
 	}
 	return seq <= s.floor || s.done.has(seq), s.again.has(seq)
+}
+
+// refuseAfterFailure makes the frames of boot on the connections seen so
+// far refused (refuseBoot).
+func (s *senderState) refuseAfterFailure(boot uint64) {
+	conn := s.conn.Load()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if boot > s.refuseBoot {
+		s.refuseBoot, s.refuseTo = boot, conn
+	} else if boot == s.refuseBoot {
+		s.refuseTo = max(s.refuseTo, conn)
+	}
+}
+
+// refusing reports whether a frame of boot on conn is refused
+// (refuseBoot).
+func (s *senderState) refusing(boot, conn uint64) bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return boot == s.refuseBoot && conn <= s.refuseTo
 }
 
 // floorOf is floor when boot is wBoot, else 0.
@@ -287,12 +326,15 @@ type ReceiveStats struct {
 	Refused    uint64 `json:"unauthorizedRefused"`
 	CaughtUp   uint64 `json:"retainedCaughtUp"`
 	Stale      uint64 `json:"retainedStale"`
+	// AfterFailure: frames refused because they came on a connection
+	// behind a frame this node failed to write (the sender resends them).
+	AfterFailure uint64 `json:"afterFailureRefused"`
 }
 
 func (r *receiver) stats() ReceiveStats {
 	return ReceiveStats{Frames: r.frames.Load(), Messages: r.messages.Load(), Duplicates: r.duplicates.Load(),
 		Forged: r.forged.Load(), Replayed: r.replayed.Load(), Corrupt: r.corrupt.Load(),
-		Refused: r.refused.Load(), CaughtUp: r.caughtUp.Load(), Stale: r.staleRetained.Load()}
+		Refused: r.refused.Load(), CaughtUp: r.caughtUp.Load(), Stale: r.staleRetained.Load(), AfterFailure: r.afterFail.Load()}
 }
 
 func (r *receiver) sender(name string) *senderState {
@@ -341,6 +383,14 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		return packet.NotAuthorized
 	case h.Boot > s.boot:
 		s.boot, s.lastSeq = h.Boot, 0 // a new stream
+		s.conn.Store(0)
+	}
+	if s.refusing(h.Boot, h.Conn) {
+		r.afterFail.Add(1)
+		return errAfterFailure
+	}
+	if h.Conn > s.conn.Load() {
+		s.conn.Store(h.Conn)
 	}
 	defer s.mark()
 	prevSeq := s.lastSeq // restored when the frame's deliveries fail, so its resend is taken
@@ -478,8 +528,14 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 			p.traceFrameWrites(h.Sender, boot, prevSeq, upTo, floor, delivErr.Load(), err)
 		}
 		if err != nil {
-			// The frame comes again: its replays are not delivered yet
-			// (the broker sends a resend only where the first failed).
+			// The frame comes again, on a newer connection: the frames
+			// behind it on the connections seen so far are refused,
+			// before lastSeq goes back.
+			if upTo != prevSeq {
+				s.refuseAfterFailure(boot)
+			}
+			// Its replays are not delivered yet (the broker sends a
+			// resend only where the first failed).
 			r.replays.remove(replayed)
 			// Not under the store's goroutine: receive may hold s.mu while
 			// it waits for that goroutine. Never below floor: that much is

@@ -129,7 +129,7 @@ func TestReviewResentCopyConfirmedBeforeDurable(t *testing.T) {
 	defer close(release)
 	p.store.putCopies(999, nil, nil, 0, func(error) { close(held); <-release })
 	<-held
-	frame := wire.AppendHeader(nil, "a", 1)
+	frame := wire.AppendHeader(nil, "a", 1, frameConn())
 	msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("m"), QoS: 1, ClientID: "pub"})
 	frame = wire.AppendRecordRep(frame, 1, msg, nil, &wire.Rep{Copy: true, Partition: 0, Epoch: 1})
 	send := func() (error, chanResolver) {
@@ -226,7 +226,7 @@ func TestReplayResentAfterFailedDelivery(t *testing.T) {
 	defer p.Stop()
 	p.SetMap(partition.Map{Version: 1, Partitions: []partition.Assignment{{Owner: "a", Replicas: []string{"a", "n"}, Epoch: 1}}})
 	frame := func() *broker.Message {
-		f := wire.AppendHeaderDecided(nil, "a", 1, 0, nil)
+		f := wire.AppendHeaderDecided(nil, "a", 1, frameConn(), 0, nil)
 		msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("replayed"), QoS: 1, ClientID: "pub"})
 		f = wire.AppendRecordRep(f, 1, msg, nil, &wire.Rep{Partition: 0, Origin: "x", OriginBoot: 9, OriginSeq: 7})
 		time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
@@ -258,6 +258,7 @@ func TestReplayResentAfterFailedDelivery(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	reconnect()
 	if err := send(); err != nil {
 		t.Fatalf("resend: %v", err)
 	}
@@ -276,7 +277,7 @@ func TestFrameResentAfterCopyWriteFailedDeliveredOnce(t *testing.T) {
 	p := twoPhasePlane(t, "n", t.TempDir(), br, partition.Assignment{Owner: "a", Replicas: []string{"a", "n"}, Epoch: 1})
 	defer p.Stop()
 	frame := func(seq uint64, payload string) *broker.Message {
-		f := wire.AppendHeaderDecided(nil, "a", 1, seq, nil)
+		f := wire.AppendHeaderDecided(nil, "a", 1, frameConn(), seq, nil)
 		msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(payload), QoS: 1, ClientID: "pub"})
 		f = wire.AppendRecordRep(f, seq, msg, nil, &wire.Rep{Copy: true, Partition: 0, Epoch: 1})
 		time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
@@ -310,6 +311,7 @@ func TestFrameResentAfterCopyWriteFailedDeliveredOnce(t *testing.T) {
 			t.Fatal("the receiver did not take back the failed frame")
 		}
 	}
+	reconnect()
 	receiveOK(t, p, frame(2, "m2"))
 	if got := br.delivered(); fmt.Sprint(got) != "[m1 m2]" {
 		t.Fatalf("delivered %q, want m1 and m2 once each", got)
@@ -347,5 +349,44 @@ func TestQoS1NotIndexedAsQoS2(t *testing.T) {
 	p.store.db.View(func(tx *bolt.Tx) error { indexed = tx.Bucket(bucketQoS2).Stats().KeyN; return nil })
 	if indexed != 1 {
 		t.Fatalf("%d entries in the qos2 bucket, want the QoS 2 publish's only", indexed)
+	}
+}
+
+// TestFrameBehindFailedFrameRefused: the sender's second frame, sent
+// before it learned that the first failed, arrives after the receiver
+// rewound to the first: it is refused, and the resend of both, on a new
+// connection, delivers both. Taken, it covered the first frame's numbers
+// too (everything above the rewound position was its own), its write
+// marked them written, and the resend of the first was dropped as a
+// duplicate: m1 lost.
+func TestFrameBehindFailedFrameRefused(t *testing.T) {
+	br := &failingOnceBroker{}
+	p, err := New(Options{NodeName: "n", Username: "cluster", Broker: br, BestEffort: true, Reliable: true, ForwardQueueEntries: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	frame := func(seq uint64, payload string) *broker.Message {
+		f := wire.AppendHeader(nil, "a", 1, frameConn())
+		f = wire.AppendRecord(f, seq, wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(payload), QoS: 1, ClientID: "pub"}), nil)
+		time.Sleep(time.Microsecond) // each frame's timestamp newer than the last
+		return &broker.Message{Origin: broker.OriginClient, Username: "cluster", Topic: frameTopic, QoS: 1, Payload: p.opts.Signer.Sign(f)}
+	}
+	if err := answer(t, p, frame(1, "m1")); err == nil {
+		t.Fatal("the frame whose delivery failed was confirmed")
+	}
+	s := p.recv.sender("a")
+	eventuallyT(t, func() bool { return s.seen.Load() == 0 }) // rewound to it
+	if err := answer(t, p, frame(2, "m2")); err == nil {
+		t.Fatal("the frame behind the failed one, on its connection, was taken")
+	}
+	reconnect()
+	receiveOK(t, p, frame(1, "m1"))
+	receiveOK(t, p, frame(2, "m2"))
+	if got := br.delivered(); fmt.Sprint(got) != "[m1 m2]" {
+		t.Fatalf("delivered %q, want m1 and m2 after the resend", got)
+	}
+	if n := p.Status().Received.AfterFailure; n != 1 {
+		t.Fatalf("afterFailureRefused %d, want 1", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,8 +53,16 @@ func twoPhasePlane(t *testing.T, name, dir string, br *recordingBroker, a partit
 
 // frameFrom is a frame of sender "a" (boot 1) with its decisions and
 // quorum records (Copy, Decide) numbered from first.
+// testConn numbers the link connection the tests' frames come on
+// (frameConn): a test whose frame failed sends it again on a new one
+// (reconnect), as a link does. Tests do not run in parallel here.
+var testConn atomic.Uint64
+
+func frameConn() uint64 { return testConn.Load() + 1 }
+func reconnect()        { testConn.Add(1) }
+
 func frameFrom(p *Plane, decided uint64, refused []uint64, first uint64, payloads ...string) *broker.Message {
-	f := wire.AppendHeaderDecided(nil, "a", 1, decided, refused)
+	f := wire.AppendHeaderDecided(nil, "a", 1, frameConn(), decided, refused)
 	for i, pl := range payloads {
 		msg := wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte(pl), QoS: 1, ClientID: "pub"})
 		f = wire.AppendRecordRep(f, first+uint64(i), msg, nil, &wire.Rep{Copy: true, Partition: 0, Epoch: 1, Decide: true})
@@ -272,7 +281,7 @@ func TestTwoPhaseReleaseKeepsStreamOrder(t *testing.T) {
 	p := twoPhasePlane(t, "b", "", br, partition.Assignment{Owner: "a", Replicas: []string{"a", "b", "c"}, Epoch: 1})
 	defer p.Stop()
 	receiveOK(t, p, frameFrom(p, 0, nil, 1, "m1"))
-	f := wire.AppendHeaderDecided(nil, "a", 1, 3, nil)
+	f := wire.AppendHeaderDecided(nil, "a", 1, frameConn(), 3, nil)
 	f = wire.AppendRecord(f, 2, wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("m2"), QoS: 1, ClientID: "pub"}), nil)
 	f = wire.AppendRecordRep(f, 3, wire.AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("m3"), QoS: 1, ClientID: "pub"}), nil,
 		&wire.Rep{Copy: true, Partition: 0, Epoch: 1, Decide: true})

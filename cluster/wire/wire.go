@@ -11,8 +11,9 @@ import (
 
 // Format is the frame format this package writes and reads. Format 2
 // added each record's replication part (Rep), format 3 the header's
-// decisions (Decided, Refused) and the Decide flag.
-const Format = 3
+// decisions (Decided, Refused) and the Decide flag, format 4 the
+// header's Conn.
+const Format = 4
 
 // ErrCorrupt is returned for bytes that are not a frame or a message.
 var ErrCorrupt = errors.New("wire: corrupt data-plane frame")
@@ -31,6 +32,12 @@ const (
 type Header struct {
 	Sender string
 	Boot   uint64
+	// Conn numbers the sender's link connections, ascending within Boot
+	// (0: not numbered). A receiver that failed to write a frame refuses
+	// the frames that follow it on that connection: they were sent
+	// before the sender learned of the failure, which it answers by
+	// reconnecting and sending again from the failed frame.
+	Conn uint64
 	// Decided: every quorum write of the sender's stream numbered up to
 	// Decided was decided, acknowledged or refused; Refused lists the
 	// refused ones the receiver may hold (ascending). A copy delivers a
@@ -44,16 +51,17 @@ type Header struct {
 const maxRefused = 4096
 
 // AppendHeader appends a frame's header to dst, without decisions.
-func AppendHeader(dst []byte, sender string, boot uint64) []byte {
-	return AppendHeaderDecided(dst, sender, boot, 0, nil)
+func AppendHeader(dst []byte, sender string, boot, conn uint64) []byte {
+	return AppendHeaderDecided(dst, sender, boot, conn, 0, nil)
 }
 
 // AppendHeaderDecided appends a frame's header with the sender's
 // decisions to dst; refused must be ascending, at most 4096 numbers.
-func AppendHeaderDecided(dst []byte, sender string, boot, decided uint64, refused []uint64) []byte {
+func AppendHeaderDecided(dst []byte, sender string, boot, conn, decided uint64, refused []uint64) []byte {
 	dst = append(dst, Format)
 	dst = appendString(dst, sender)
 	dst = binary.AppendUvarint(dst, boot)
+	dst = binary.AppendUvarint(dst, conn)
 	dst = binary.AppendUvarint(dst, decided)
 	dst = binary.AppendUvarint(dst, uint64(len(refused)))
 	for _, r := range refused {
@@ -130,7 +138,7 @@ func ParseHeader(frame []byte) (Header, []byte, error) {
 	if f := r.byte(); r.err == nil && f != Format {
 		return Header{}, nil, fmt.Errorf("%w: format %d, want %d", ErrCorrupt, f, Format)
 	}
-	h := Header{Sender: r.string(), Boot: r.uvarint(), Decided: r.uvarint()}
+	h := Header{Sender: r.string(), Boot: r.uvarint(), Conn: r.uvarint(), Decided: r.uvarint()}
 	if n := r.count(1); n > maxRefused {
 		r.fail("refused list")
 	} else if n > 0 {

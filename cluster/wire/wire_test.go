@@ -55,14 +55,14 @@ func TestMessageRoundTrip(t *testing.T) {
 func TestFrameRoundTrip(t *testing.T) {
 	m1 := AppendMessage(nil, &broker.Message{Topic: "a", Payload: []byte("1")})
 	m2 := AppendMessage(nil, &broker.Message{Topic: "b", Payload: []byte("2"), QoS: 1})
-	f := AppendHeader(nil, "broker-a", 42)
+	f := AppendHeader(nil, "broker-a", 42, 1)
 	f = AppendRecord(f, 0, m1, nil)
 	f = AppendRecord(f, 7, m2, []string{"$share/g/b"})
-	if got, want := len(f), len(AppendHeader(nil, "broker-a", 42))+RecordSize(0, m1, nil)+RecordSize(7, m2, []string{"$share/g/b"}); got != want {
+	if got, want := len(f), len(AppendHeader(nil, "broker-a", 42, 1))+RecordSize(0, m1, nil)+RecordSize(7, m2, []string{"$share/g/b"}); got != want {
 		t.Fatalf("frame of %d bytes, sizes add up to %d", got, want)
 	}
 	h, rest, err := ParseHeader(f)
-	if err != nil || !reflect.DeepEqual(h, Header{Sender: "broker-a", Boot: 42}) {
+	if err != nil || !reflect.DeepEqual(h, Header{Sender: "broker-a", Boot: 42, Conn: 1}) {
 		t.Fatalf("header %+v %v", h, err)
 	}
 	var recs []Record
@@ -107,7 +107,7 @@ func TestCorruptRefused(t *testing.T) {
 // FuzzDecode: no input makes the decoders panic, and a message that
 // decodes encodes back to the same bytes.
 func FuzzDecode(f *testing.F) {
-	f.Add(AppendRecord(AppendHeader(nil, "n", 1), 3, AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("p"), QoS: 1}), []string{"$share/g/t"}))
+	f.Add(AppendRecord(AppendHeader(nil, "n", 1, 1), 3, AppendMessage(nil, &broker.Message{Topic: "t", Payload: []byte("p"), QoS: 1}), []string{"$share/g/t"}))
 	f.Add(AppendMessage(nil, &broker.Message{Topic: "t", ContentType: "x", UserProperties: []packet.UserProperty{{Key: "a", Value: "b"}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, rest, err := ParseHeader(b); err == nil {
@@ -197,15 +197,15 @@ func TestRecordReplicationPart(t *testing.T) {
 }
 
 func TestHeaderDecisions(t *testing.T) {
-	f := AppendHeaderDecided(nil, "broker-a", 42, 99, []uint64{3, 17, 98})
+	f := AppendHeaderDecided(nil, "broker-a", 42, 300, 99, []uint64{3, 17, 98})
 	h, rest, err := ParseHeader(f)
-	if err != nil || len(rest) != 0 || !reflect.DeepEqual(h, Header{Sender: "broker-a", Boot: 42, Decided: 99, Refused: []uint64{3, 17, 98}}) {
+	if err != nil || len(rest) != 0 || !reflect.DeepEqual(h, Header{Sender: "broker-a", Boot: 42, Conn: 300, Decided: 99, Refused: []uint64{3, 17, 98}}) {
 		t.Fatalf("header %+v %v", h, err)
 	}
 	for name, bad := range map[string][]byte{
-		"unordered": AppendHeaderDecided(nil, "a", 1, 9, []uint64{5, 5}),
-		"truncated": AppendHeaderDecided(nil, "a", 1, 9, []uint64{5, 6})[:7],
-		"too many":  append(AppendHeaderDecided(nil, "a", 1, 9, nil)[:5], 0x81, 0x40), // 8193 numbers claimed
+		"unordered": AppendHeaderDecided(nil, "a", 1, 1, 9, []uint64{5, 5}),
+		"truncated": AppendHeaderDecided(nil, "a", 1, 1, 9, []uint64{5, 6})[:8],
+		"too many":  append(AppendHeaderDecided(nil, "a", 1, 1, 9, nil)[:6], 0x81, 0x40), // 8193 numbers claimed
 	} {
 		if _, _, err := ParseHeader(bad); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
