@@ -71,12 +71,46 @@ func qos2Sum(topic string, payload []byte) uint64 {
 // the log (first > last when empty); in memory, the records themselves.
 type partCopy struct {
 	first, last uint64
-	mem         []copyRec // without a store: mem[i] has key first+i
+	mem         recRing // without a store: mem.at(i) has key first+i
 	// qos2 are the QoS 2 messages written here (at most qos2Max, oldest
 	// out first), with their qos2Sum; with a store also those written
 	// before this node restarted (the qos2 bucket).
 	qos2  map[qos2Key]qos2Seen
 	order []qos2Key
+}
+
+// recRing is a partition's records in memory, oldest first. A ring: a
+// slice whose front was cut off for the bound was copied whole, some
+// 45,000 records, whenever append outgrew its capacity again (a third of
+// a copy's CPU under a quorum load without durability, in memmove).
+type recRing struct {
+	buf  []copyRec // its length a power of two, or 0
+	head int       // buf index of the oldest record
+	n    int
+}
+
+func (r *recRing) len() int { return r.n }
+
+func (r *recRing) at(i int) *copyRec { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
+
+func (r *recRing) push(rec copyRec) {
+	if r.n == len(r.buf) {
+		nb := make([]copyRec, max(64, 2*len(r.buf)))
+		k := copy(nb, r.buf[r.head:])
+		copy(nb[k:], r.buf[:r.head])
+		r.buf, r.head = nb, 0
+	}
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = rec
+	r.n++
+}
+
+// dropOldest removes the k oldest records.
+func (r *recRing) dropOldest(k int) {
+	for i := range k {
+		*r.at(i) = copyRec{} // their messages go to the collector
+	}
+	r.head = (r.head + k) & (len(r.buf) - 1)
+	r.n -= k
 }
 
 func (pc *partCopy) rememberQoS2(r *copyRec) {
@@ -158,7 +192,7 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 			pc.rememberQoS2(&recs[i])
 		}
 		if l.store == nil {
-			pc.mem = append(pc.mem, recs[i])
+			pc.mem.push(recs[i])
 		}
 	}
 	var trimTo uint64
@@ -166,8 +200,7 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 		drop := n - l.max + l.max/10
 		trimTo = pc.first + uint64(drop) - 1
 		if l.store == nil {
-			clear(pc.mem[:drop])
-			pc.mem = pc.mem[drop:]
+			pc.mem.dropOldest(drop)
 		}
 		pc.first = trimTo + 1
 	}
@@ -194,11 +227,10 @@ func (l *copyLog) addOne(p uint32, rec copyRec, done func(error)) (uint64, bool)
 	if rec.pid != 0 {
 		pc.rememberQoS2(&rec)
 	}
-	pc.mem = append(pc.mem, rec)
+	pc.mem.push(rec)
 	if n := pc.count(); n > l.max {
 		drop := n - l.max + l.max/10
-		clear(pc.mem[:drop])
-		pc.mem = pc.mem[drop:]
+		pc.mem.dropOldest(drop)
 		pc.first += uint64(drop)
 	}
 	l.mu.Unlock()
@@ -222,11 +254,12 @@ func (l *copyLog) records(p uint32, from uint64, fn func(key uint64, r copyRec) 
 	from = max(from, pc.first)
 	if l.store == nil {
 		defer l.mu.Unlock()
-		for i := from - pc.first; i < uint64(len(pc.mem)); i++ {
-			if pc.mem[i].refused {
+		for i := from - pc.first; i < uint64(pc.mem.len()); i++ {
+			r := pc.mem.at(int(i))
+			if r.refused {
 				continue
 			}
-			if !fn(pc.first+i, pc.mem[i]) {
+			if !fn(pc.first+i, *r) {
 				return nil
 			}
 		}
@@ -251,8 +284,8 @@ func (l *copyLog) dropRefused(hs []heldRec, done func(error)) bool {
 				delete(pc.qos2, qos2Key{h.client, h.pid}) // a resend of it is a new publish
 			}
 		}
-		if l.store == nil && h.key >= pc.first && h.key-pc.first < uint64(len(pc.mem)) {
-			pc.mem[h.key-pc.first].refused = true
+		if l.store == nil && h.key >= pc.first && h.key-pc.first < uint64(pc.mem.len()) {
+			pc.mem.at(int(h.key - pc.first)).refused = true
 		}
 	}
 	l.mu.Unlock()

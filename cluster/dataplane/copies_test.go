@@ -213,3 +213,30 @@ func TestCopiesOfAnEarlierBuildKept(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRecRingKeepsOrder: the in-memory copy log's ring keeps its records
+// in order across growth, wrapping and dropping the oldest.
+func TestRecRingKeepsOrder(t *testing.T) {
+	var r recRing
+	first, next := uint64(1), uint64(1)
+	for round := range 50 {
+		for range 37 + round*7 {
+			r.push(copyRec{key: next})
+			next++
+		}
+		drop := r.len() / 3
+		r.dropOldest(drop)
+		first += uint64(drop)
+		if r.len() != int(next-first) {
+			t.Fatalf("round %d: %d records, want %d", round, r.len(), next-first)
+		}
+		for i := range r.len() {
+			if got := r.at(i).key; got != first+uint64(i) {
+				t.Fatalf("round %d: record %d has key %d, want %d", round, i, got, first+uint64(i))
+			}
+		}
+	}
+	if len(r.buf) > 2048 {
+		t.Fatalf("ring of %d for at most %d records", len(r.buf), r.len())
+	}
+}

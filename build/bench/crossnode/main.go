@@ -37,6 +37,7 @@ func main() {
 	durable := flag.Bool("durable", false, "durability on every node (QoS 1 acknowledged after fsync)")
 	quorum := flag.Bool("quorum", false, "measure the quorum write (acknowledged publishes/s; implies -durable)")
 	profile = flag.Bool("pprof", false, "serve the cluster nodes' profiles on 127.0.0.1:6060, 6061, 6062 and the single node's on 6063 (GANTRY_PPROF)")
+	flag.StringVar(&only, "only", "", "run only this scenario and QoS (fanin:0, fanin:1, pairs:0, pairs:1), e.g. to profile it with -pprof")
 	flag.DurationVar(&drain, "drain", 2*time.Second, "how long the offline subscriber's collection waits without progress before the rest counts as lost")
 	flag.Parse()
 	if *quorum {
@@ -49,6 +50,9 @@ func main() {
 }
 
 var profile *bool
+
+// only, when set, names the one scenario and QoS to run (-only).
+var only string
 
 // drain is how long the offline subscriber's collection waits without
 // progress before the rest counts as lost (load.Config.Drain).
@@ -135,6 +139,9 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum
 	fmt.Printf("| scenario | QoS | one node (deliveries/s) | cross-node (deliveries/s) | cross-node / one node | lost |\n|---|---|---|---|---|---|\n")
 	for _, sc := range scenarios {
 		for _, qos := range []byte{0, 1} {
+			if only != "" && only != fmt.Sprintf("%s:%d", sc.Name, qos) {
+				continue
+			}
 			var one, cross []float64
 			lost := uint64(0)
 			for range rounds {
