@@ -79,28 +79,39 @@ type partCopy struct {
 	order []qos2Key
 }
 
-// recRing is a partition's records in memory, oldest first. A ring: a
-// slice whose front was cut off for the bound was copied whole, some
-// 45,000 records, whenever append outgrew its capacity again (a third of
-// a copy's CPU under a quorum load without durability, in memmove).
+// recRing is a partition's records in memory, oldest first, in chunks
+// of recChunk. A slice cut at its front for the bound was copied whole,
+// some 45,000 records, each time append outgrew its capacity again (a
+// third of a copy's CPU under a quorum load without durability), and a
+// ring that doubles still copies everything while a new cluster's logs
+// fill, the first minute of load; a chunk is never copied, and the
+// chunks the bound drops are used again.
 type recRing struct {
-	buf  []copyRec // its length a power of two, or 0
-	head int       // buf index of the oldest record
-	n    int
+	chunks [][]copyRec // each recChunk long
+	spare  [][]copyRec // dropped chunks, cleared, for the next pushes
+	head   int         // index of the oldest record in chunks[0]
+	n      int
 }
+
+const recChunk = 256
 
 func (r *recRing) len() int { return r.n }
 
-func (r *recRing) at(i int) *copyRec { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
+func (r *recRing) at(i int) *copyRec {
+	i += r.head
+	return &r.chunks[i/recChunk][i%recChunk]
+}
 
 func (r *recRing) push(rec copyRec) {
-	if r.n == len(r.buf) {
-		nb := make([]copyRec, max(64, 2*len(r.buf)))
-		k := copy(nb, r.buf[r.head:])
-		copy(nb[k:], r.buf[:r.head])
-		r.buf, r.head = nb, 0
+	if r.head+r.n == len(r.chunks)*recChunk {
+		if k := len(r.spare); k > 0 {
+			r.chunks = append(r.chunks, r.spare[k-1])
+			r.spare = r.spare[:k-1]
+		} else {
+			r.chunks = append(r.chunks, make([]copyRec, recChunk))
+		}
 	}
-	r.buf[(r.head+r.n)&(len(r.buf)-1)] = rec
+	*r.at(r.n) = rec
 	r.n++
 }
 
@@ -109,8 +120,13 @@ func (r *recRing) dropOldest(k int) {
 	for i := range k {
 		*r.at(i) = copyRec{} // their messages go to the collector
 	}
-	r.head = (r.head + k) & (len(r.buf) - 1)
+	r.head += k
 	r.n -= k
+	if d := r.head / recChunk; d > 0 {
+		r.spare = append(r.spare, r.chunks[:d]...)
+		r.chunks = append(r.chunks[:0], r.chunks[d:]...)
+		r.head -= d * recChunk
+	}
 }
 
 func (pc *partCopy) rememberQoS2(r *copyRec) {

@@ -236,7 +236,7 @@ func TestRecRingKeepsOrder(t *testing.T) {
 			}
 		}
 	}
-	if len(r.buf) > 2048 {
-		t.Fatalf("ring of %d for at most %d records", len(r.buf), r.len())
+	if n := len(r.chunks) + len(r.spare); n*recChunk > 4*r.len()+2*recChunk {
+		t.Fatalf("%d chunks for %d records", n, r.len())
 	}
 }
