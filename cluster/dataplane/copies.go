@@ -3,7 +3,6 @@ package dataplane
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/fnv"
 	"slices"
 	"sync"
 
@@ -60,11 +59,34 @@ const qos2Max = 4096
 // qos2Sum is what tells a resent QoS 2 message from a new one that reuses
 // its packet identifier: FNV-1a of topic and payload.
 func qos2Sum(topic string, payload []byte) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(topic))
-	h.Write([]byte{0})
-	h.Write(payload)
-	return h.Sum64()
+	h := uint64(fnvOffset)
+	for i := 0; i < len(topic); i++ {
+		h = (h ^ uint64(topic[i])) * fnvPrime
+	}
+	return fnvTail(h, payload)
+}
+
+// qos2SumBytes is qos2Sum of a topic in bytes.
+func qos2SumBytes(topic, payload []byte) uint64 {
+	h := uint64(fnvOffset)
+	for _, b := range topic {
+		h = (h ^ uint64(b)) * fnvPrime
+	}
+	return fnvTail(h, payload)
+}
+
+// FNV-1a, 64 bits (hash/fnv's, without its allocation per use).
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvTail(h uint64, payload []byte) uint64 {
+	h *= fnvPrime // the 0 between topic and payload
+	for _, b := range payload {
+		h = (h ^ uint64(b)) * fnvPrime
+	}
+	return h
 }
 
 // partCopy is what this node holds of one partition: keys first..last in

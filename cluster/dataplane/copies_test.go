@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"testing"
 
@@ -238,5 +239,22 @@ func TestRecRingKeepsOrder(t *testing.T) {
 	}
 	if n := len(r.chunks) + len(r.spare); n*recChunk > 4*r.len()+2*recChunk {
 		t.Fatalf("%d chunks for %d records", n, r.len())
+	}
+}
+
+// TestQoS2SumIsFNV: the QoS 2 index's sum is FNV-1a of topic, a zero byte
+// and payload, as stored by earlier builds (the qos2 bucket keeps it).
+func TestQoS2SumIsFNV(t *testing.T) {
+	for _, c := range []struct{ topic, payload string }{{"", ""}, {"a/b", "payload"}, {"t", "\x00\xff"}} {
+		h := fnv.New64a()
+		h.Write([]byte(c.topic))
+		h.Write([]byte{0})
+		h.Write([]byte(c.payload))
+		if got, want := qos2Sum(c.topic, []byte(c.payload)), h.Sum64(); got != want {
+			t.Errorf("qos2Sum(%q, %q) = %x, want %x", c.topic, c.payload, got, want)
+		}
+		if got, want := qos2SumBytes([]byte(c.topic), []byte(c.payload)), h.Sum64(); got != want {
+			t.Errorf("qos2SumBytes(%q, %q) = %x, want %x", c.topic, c.payload, got, want)
+		}
 	}
 }

@@ -349,6 +349,35 @@ type Decoded struct {
 	StoreOnly  bool    // for the retained store only
 }
 
+// Peek is the start of a message's encoding, read without decoding the
+// message: its slices alias the encoding.
+type Peek struct {
+	QoS             byte
+	Topic, ClientID []byte
+	Payload         []byte
+}
+
+// PeekMessage reads what a copy that is only stored needs of a message
+// (its publisher, topic and payload: the QoS 2 index), allocating
+// nothing; DecodeMessage reads it whole when it is delivered.
+func PeekMessage(b []byte) (Peek, error) {
+	r := reader{b: b}
+	flags := r.byte()
+	if r.err == nil && (flags&^knownFlags != 0 || flags&flagQoS == 3) {
+		return Peek{}, fmt.Errorf("%w: message flags %#x", ErrCorrupt, flags)
+	}
+	pk := Peek{QoS: flags & flagQoS, Topic: r.bytes(), ClientID: r.bytes()}
+	r.bytes() // the user name
+	if origin := r.byte(); r.err == nil && origin > maxOrigin {
+		return Peek{}, fmt.Errorf("%w: origin %d", ErrCorrupt, origin)
+	}
+	pk.Payload = r.bytes()
+	if r.err != nil {
+		return Peek{}, r.err
+	}
+	return pk, nil
+}
+
 // DecodeMessage reads one message. Its fields are owned copies, and its
 // Origin is broker.OriginPeer.
 func DecodeMessage(b []byte) (Decoded, error) {

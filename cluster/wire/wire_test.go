@@ -217,3 +217,23 @@ func TestHeaderDecisions(t *testing.T) {
 		t.Fatalf("record %+v %v", got, err)
 	}
 }
+
+// TestPeekMessage: a peek reads what DecodeMessage reads of a message's
+// start, and refuses what it refuses there.
+func TestPeekMessage(t *testing.T) {
+	m := &broker.Message{Topic: "a/b", Payload: []byte("payload"), QoS: 2, ClientID: "pub", Username: "u",
+		ContentType: "text/plain", UserProperties: []packet.UserProperty{{Key: "k", Value: "v"}}}
+	enc := AppendMessage(nil, m)
+	pk, err := PeekMessage(enc)
+	if err != nil || pk.QoS != 2 || string(pk.Topic) != "a/b" || string(pk.ClientID) != "pub" || string(pk.Payload) != "payload" {
+		t.Fatalf("peek %+v %v", pk, err)
+	}
+	for _, bad := range [][]byte{enc[:5], {0x03}, {0x80}} {
+		if _, err := PeekMessage(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("peek of %x: %v, want ErrCorrupt", bad, err)
+		}
+		if _, err := DecodeMessage(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("decode of %x: %v, want ErrCorrupt", bad, err)
+		}
+	}
+}
