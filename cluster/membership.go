@@ -268,6 +268,11 @@ func (n *Node) absentAndSilent(ctx context.Context, al absentLister, addr string
 // resignIfStuck hands leadership over when this leader has tried for
 // MemberAddResign to add a peer that answers but never joins: the next
 // leader may succeed where this one cannot (a one-way network fault).
+// The clock is kept until a transfer succeeds: a transfer refused
+// because this node lost leadership during the round (a missed
+// heartbeat under load) is tried again the next time it leads, since
+// this node then no longer adds the peer, which is already in the
+// configuration, and so would never start the clock again.
 func (n *Node) resignIfStuck(s survey) {
 	members, _, err := n.members()
 	if err != nil {
@@ -292,18 +297,20 @@ func (n *Node) resignIfStuck(s survey) {
 			stuck = name
 		}
 	}
-	if stuck != "" {
-		clear(n.adding)
-	}
 	n.mu.Unlock()
 	if stuck == "" {
 		return
 	}
-	n.log.Warn("resigning leadership: a reachable member did not join", "member", stuck,
-		"after", n.opts.MemberAddResign.String())
 	if err := n.raft.LeadershipTransfer().Error(); err != nil {
-		n.log.Warn("leadership transfer failed", "err", err)
+		n.warnEvery("resign|"+stuck, "cannot resign leadership: the transfer failed; trying again next round",
+			"member", stuck, "err", err)
+		return
 	}
+	n.mu.Lock()
+	clear(n.adding)
+	n.mu.Unlock()
+	n.log.Warn("resigned leadership: a reachable member did not join", "member", stuck,
+		"after", n.opts.MemberAddResign.String())
 }
 
 // recordSession commits the cluster's session once, when it has none.

@@ -79,14 +79,14 @@ func (w withGhost) Peers(ctx context.Context) ([]discovery.Peer, error) {
 	return append(ps, w.g.peer), err
 }
 
-// resignation is a node's log record that it resigns leadership.
+// resignation is a node's log record that it resigned leadership.
 type resignation struct {
 	node int
 	at   time.Time
 }
 
 // resignWatch passes its node's log records on, and sends on resigned
-// those that say it resigns: under load a leader also loses leadership
+// those that say it resigned: under load a leader also loses leadership
 // for other reasons (a missed heartbeat), which tell nothing of when it
 // resigns.
 type resignWatch struct {
@@ -96,7 +96,7 @@ type resignWatch struct {
 }
 
 func (h resignWatch) Handle(ctx context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, "resigning leadership") {
+	if strings.HasPrefix(r.Message, "resigned leadership") {
 		select {
 		case h.resigned <- resignation{h.node, r.Time}:
 		default:
