@@ -32,6 +32,7 @@ type publisher struct {
 	quota    *quota        // closed loop: shared bound on the messages sent (nil = none)
 	interval time.Duration // open loop: time between messages (0 = closed loop)
 	phase    time.Duration // open loop: offset of the first message
+	start    int64         // open loop: when the first message is due, ns since epoch (set before run)
 
 	sent  atomic.Uint64
 	acked atomic.Uint64
@@ -150,6 +151,21 @@ func packetID(seq uint64) uint16 { return uint16(seq%65535) + 1 }
 
 func (p *publisher) nowNs() int64 { return int64(time.Since(p.epoch)) }
 
+// schedule fixes when the first paced message is due: phase after now.
+// The coordinator calls it before it starts the run loop, so that the
+// messages due by a sample's time (dueBy) follow from the clock alone,
+// however late the run loop starts.
+func (p *publisher) schedule() { p.start = p.nowNs() + int64(p.phase) }
+
+// dueBy returns how many paced messages have come due by at (ns since
+// epoch): message k is due at start + k*interval.
+func (p *publisher) dueBy(at int64) int64 {
+	if at < p.start {
+		return 0
+	}
+	return (at-p.start)/int64(p.interval) + 1
+}
+
 // run sends until stop closes.
 func (p *publisher) run(stop <-chan struct{}) error {
 	p.stall = time.NewTimer(stallTimeout)
@@ -191,11 +207,13 @@ func (p *publisher) run(stop <-chan struct{}) error {
 // holds publishers back is measured from when each message was due. The
 // timer's lateness is recorded in late.
 func (p *publisher) runPaced(stop <-chan struct{}) error {
-	start := p.nowNs() + int64(p.phase)
+	start := p.start
 	step := int64(p.interval)
-	t := time.NewTimer(p.phase)
+	t := time.NewTimer(time.Duration(start - p.nowNs()))
 	defer t.Stop()
-	slept := p.nowNs() // when the publisher last went to sleep
+	// When the publisher last went to sleep: until its loop first runs,
+	// since schedule.
+	slept := start - int64(p.phase)
 	for {
 		select {
 		case <-stop:
@@ -214,7 +232,7 @@ func (p *publisher) runPaced(stop <-chan struct{}) error {
 			}
 			sent := int64(p.sent.Load())
 			now := p.nowNs()
-			due := (now-start)/step + 1 - sent
+			due := p.dueBy(now) - sent
 			if due <= 0 {
 				slept = now
 				t.Reset(time.Duration(start + sent*step - now))

@@ -112,6 +112,9 @@ func (r *run) poke() {
 // startSenders starts every publisher's run loop at once.
 func (r *run) startSenders() {
 	for _, p := range r.pubs {
+		if p.interval > 0 {
+			p.schedule()
+		}
 		r.senders.Add(1)
 		go func() {
 			defer r.senders.Done()
@@ -126,6 +129,7 @@ type sample struct {
 	sent     uint64
 	acked    uint64
 	received uint64
+	behind   uint64 // open loop: messages due by at and not sent when the counters were read
 	usage    Usage
 	self     time.Duration // this process's CPU time
 }
@@ -135,14 +139,22 @@ type sample struct {
 // goroutines for a while.
 func (r *run) sample() sample {
 	var s sample
-	for _, p := range r.pubs {
-		s.sent += p.sent.Load()
+	sent := make([]uint64, len(r.pubs))
+	for i, p := range r.pubs {
+		sent[i] = p.sent.Load()
+		s.sent += sent[i]
 		s.acked += p.acked.Load()
 	}
 	for _, sub := range r.subs {
 		s.received += sub.received.Load()
 	}
 	s.at = time.Now()
+	if r.sc.Rate > 0 {
+		at := int64(s.at.Sub(r.epoch))
+		for i, p := range r.pubs {
+			s.behind += uint64(max(p.dueBy(at)-int64(sent[i]), 0))
+		}
+	}
 	s.self = selfCPU()
 	s.usage = r.cfg.probe()
 	return s
@@ -163,7 +175,7 @@ func (r *run) measure(ctx context.Context) (Result, error) {
 	s1 := r.sample()
 	el := s1.at.Sub(s0.at)
 	res := Result{Elapsed: el, Offered: r.sc.Rate, BrokerCPU: s1.usage.CPU - s0.usage.CPU, RSSAfter: s1.usage.RSS,
-		GeneratorCPU: s1.self - s0.self, Capped: r.quota.isSpent()}
+		GeneratorCPU: s1.self - s0.self, Capped: r.quota.isSpent(), Backlog: s0.behind}
 	res.InRate = float64(s1.sent-s0.sent) / el.Seconds()
 	res.OutRate = float64(s1.received-s0.received) / el.Seconds()
 	switch {

@@ -164,7 +164,12 @@ type Result struct {
 	InRate  float64       // publishes/s written in the window
 	OutRate float64       // deliveries/s received in the window (Sink, Offline: publishes acknowledged/s)
 	Offered float64       // offered rate, msg/s (open loop)
-	Latency *Histogram    // end-to-end latency in the window (Offline: publish to PUBACK)
+	// Backlog is, in an open loop, the messages that were due and not
+	// yet sent when the window began: the generator had fallen behind
+	// (it did not get the CPU), and InRate includes its catching up, at
+	// up to (Offered × Elapsed + Backlog) / Elapsed.
+	Backlog uint64
+	Latency *Histogram // end-to-end latency in the window (Offline: publish to PUBACK)
 	// GeneratorLate is how late the generator's timer woke paced
 	// publishers in the window (open loop); the latency of a message
 	// that came due while its publisher slept counts from the wake-up.
