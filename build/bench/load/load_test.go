@@ -47,9 +47,11 @@ func smallScenarios() []Scenario {
 	}
 }
 
+// smokeConfig is a short run whose window holds some traffic however
+// little a loaded machine runs the generator in 200 ms (MinMessages).
 func smokeConfig(addr string, qos byte, size int) Config {
 	return Config{Addr: addr, QoS: qos, PayloadSize: size, Warmup: 50 * time.Millisecond,
-		Duration: 200 * time.Millisecond, Drain: time.Second}
+		Duration: 200 * time.Millisecond, MinMessages: 100, Drain: time.Second}
 }
 
 // TestScenariosSmoke runs every scenario briefly against an in-process

@@ -138,17 +138,8 @@ type sample struct {
 // and memory probes, whose system calls may let the scheduler run other
 // goroutines for a while.
 func (r *run) sample() sample {
-	var s sample
 	sent := make([]uint64, len(r.pubs))
-	for i, p := range r.pubs {
-		sent[i] = p.sent.Load()
-		s.sent += sent[i]
-		s.acked += p.acked.Load()
-	}
-	for _, sub := range r.subs {
-		s.received += sub.received.Load()
-	}
-	s.at = time.Now()
+	s := r.counts(sent)
 	if r.sc.Rate > 0 {
 		at := int64(s.at.Sub(r.epoch))
 		for i, p := range r.pubs {
@@ -160,6 +151,25 @@ func (r *run) sample() sample {
 	return s
 }
 
+// counts reads the message counters, and then the clock, into a sample;
+// each publisher's sent count also into sent, when not nil.
+func (r *run) counts(sent []uint64) sample {
+	var s sample
+	for i, p := range r.pubs {
+		n := p.sent.Load()
+		if sent != nil {
+			sent[i] = n
+		}
+		s.sent += n
+		s.acked += p.acked.Load()
+	}
+	for _, sub := range r.subs {
+		s.received += sub.received.Load()
+	}
+	s.at = time.Now()
+	return s
+}
+
 // measure waits out the warm-up, then samples the measurement window.
 func (r *run) measure(ctx context.Context) (Result, error) {
 	if err := r.await(ctx, r.cfg.Warmup); err != nil {
@@ -168,6 +178,9 @@ func (r *run) measure(ctx context.Context) (Result, error) {
 	s0 := r.sample()
 	r.measuring.Store(true)
 	err := r.await(ctx, r.cfg.Duration)
+	if err == nil && r.cfg.MinMessages > 0 {
+		err = r.awaitMessages(ctx, s0)
+	}
 	r.measuring.Store(false)
 	if err != nil {
 		return Result{}, err
@@ -177,14 +190,49 @@ func (r *run) measure(ctx context.Context) (Result, error) {
 	res := Result{Elapsed: el, Offered: r.sc.Rate, BrokerCPU: s1.usage.CPU - s0.usage.CPU, RSSAfter: s1.usage.RSS,
 		GeneratorCPU: s1.self - s0.self, Capped: r.quota.isSpent(), Backlog: s0.behind}
 	res.InRate = float64(s1.sent-s0.sent) / el.Seconds()
-	res.OutRate = float64(s1.received-s0.received) / el.Seconds()
+	res.OutRate = float64(r.out(s1)-r.out(s0)) / el.Seconds()
+	return res, nil
+}
+
+// out is the count OutRate is made of: deliveries received, or, for an
+// Offline run or a Sink, publishes acknowledged (QoS 1) or sent (QoS 0).
+func (r *run) out(s sample) uint64 {
 	switch {
 	case r.sc.Topology == Offline || r.cfg.Sink && r.cfg.QoS > 0:
-		res.OutRate = float64(s1.acked-s0.acked) / el.Seconds()
+		return s.acked
 	case r.cfg.Sink:
-		res.OutRate = res.InRate
+		return s.sent
 	}
-	return res, nil
+	return s.received
+}
+
+// awaitMessages extends the window that began at s0 until it holds
+// cfg.MinMessages out messages, or until neither the messages sent nor
+// those out have moved for cfg.Drain, failing early as await does.
+func (r *run) awaitMessages(ctx context.Context, s0 sample) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	last, moved := s0, time.Now()
+	for {
+		s := r.counts(nil)
+		if r.out(s)-r.out(s0) >= r.cfg.MinMessages {
+			return nil
+		}
+		if s.sent != last.sent || r.out(s) != r.out(last) {
+			last, moved = s, s.at
+		} else if s.at.Sub(moved) >= r.cfg.Drain {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-r.quota.spentCh():
+			return nil
+		case <-r.failed:
+			return r.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // await waits for d, or until the quota is spent, failing early when the

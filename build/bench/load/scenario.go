@@ -110,6 +110,12 @@ type Config struct {
 	// Drain is how long the end of a run waits without progress for
 	// messages still on their way before it counts them lost (default 2s).
 	Drain time.Duration
+	// MinMessages makes the measurement window last beyond Duration until
+	// it holds this many of the messages OutRate counts, or until nothing
+	// has moved for Drain: a window that a loaded machine ran the
+	// generator too little in to see any delivery measures nothing. 0:
+	// the window is Duration.
+	MinMessages uint64
 	// Inflight bounds the unacknowledged QoS 1 PUBLISH packets of one
 	// publisher (default 64).
 	Inflight int
