@@ -29,24 +29,55 @@ func drainingSubscribers(t testing.TB, srv *testServer, n int, filter string) {
 
 // TestRoutingDoesNotAllocatePerSubscriber: delivering one QoS 0 message
 // to 500 subscribers allocates no more than delivering it to one.
+//
+// A session's queue grows (once) to the most its writer fell behind, and
+// on a loaded machine the writers fall behind the test's Deliver loop by
+// more in one round than in the warm-up: 500 queues growing a few times
+// each made 1 allocation per message in 1 run of 5. So each count is the
+// least of several rounds, each begun with every queue drained: a
+// round's growth only raises the capacity the next ones find, while an
+// allocation per delivery shows in every round.
 func TestRoutingDoesNotAllocatePerSubscriber(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector (sync.Pool drops items); make test runs this test without -race too")
 	}
+	const rounds, runs = 3, 2000
 	allocs := map[int]float64{}
 	for _, n := range []int{1, 500} {
 		srv := startServer(t, broker.Options{MaxQueuedMessages: 1 << 20})
 		drainingSubscribers(t, srv, n, "plant/+/temp")
 		m := &broker.Message{Topic: "plant/l1/temp", Payload: []byte("21.5")}
+		delivered := uint64(0)
+		deliver := func() { srv.Deliver(m); delivered++ }
 		for range 1000 { // warm up queues, buffers and pools
-			srv.Deliver(m)
+			deliver()
 		}
-		allocs[n] = testing.AllocsPerRun(2000, func() { srv.Deliver(m) })
+		for r := range rounds {
+			drained(t, srv, delivered*uint64(n))
+			a := testing.AllocsPerRun(runs, deliver)
+			if r == 0 || a < allocs[n] {
+				allocs[n] = a
+			}
+		}
 	}
 	t.Logf("allocations per message: 1 subscriber %.2f, 500 subscribers %.2f", allocs[1], allocs[500])
 	if allocs[500] > allocs[1]+0.5 {
 		t.Fatalf("routing to 500 subscribers allocates %.2f per message, to 1 subscriber %.2f: allocation per subscriber", allocs[500], allocs[1])
 	}
+}
+
+// drained waits until the server has sent, or dropped, want messages in
+// all: its sessions' queues are empty. A million messages to 500
+// subscribers take a while on a loaded machine: the bound is generous.
+func drained(t testing.TB, srv *testServer, want uint64) {
+	t.Helper()
+	eventually(t, 6*waitTimeout, func() error {
+		st := srv.Stats()
+		if got := st.MessagesOut.Load() + st.Dropped.Load(); got < want {
+			return fmt.Errorf("%d of %d messages sent or dropped", got, want)
+		}
+		return nil
+	})
 }
 
 // countingListener counts the Write calls of every accepted connection.
