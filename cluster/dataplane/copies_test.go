@@ -258,3 +258,38 @@ func TestQoS2SumIsFNV(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameCopiesByPart: a frame's copies grouped by partition keep
+// their frame order within each partition, and each add index finds its
+// record.
+func TestFrameCopiesByPart(t *testing.T) {
+	var fc frameCopies
+	parts := []uint32{3, 1, 3, 3, 7, 1, 3}
+	for i, p := range parts {
+		if got := fc.add(p, copyRec{key: uint64(i), msg: fc.keep([]byte{byte(i)}, 10)}, 10); got != i {
+			t.Fatalf("add %d returned %d", i, got)
+		}
+	}
+	groups, pos := fc.byPart()
+	var got []string
+	for _, g := range groups {
+		var keys []uint64
+		for _, r := range g.recs {
+			keys = append(keys, r.key)
+		}
+		got = append(got, fmt.Sprint(g.part, keys))
+	}
+	if want := "[3 [0 2 3 6] 1 [1 5] 7 [4]]"; fmt.Sprint(got) != want {
+		t.Fatalf("groups %v, want %s", got, want)
+	}
+	for i := range parts {
+		if r := fc.at(pos, i); r.key != uint64(i) || r.msg[0] != byte(i) {
+			t.Fatalf("at(%d) is record %d (message %v)", i, r.key, r.msg)
+		}
+	}
+	var one frameCopies
+	one.add(5, copyRec{key: 9}, 0)
+	if groups, pos := one.byPart(); len(groups) != 1 || pos != nil || one.at(pos, 0).key != 9 {
+		t.Fatalf("one partition: %v %v", groups, pos)
+	}
+}

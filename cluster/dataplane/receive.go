@@ -396,7 +396,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 	prevSeq := s.lastSeq // restored when the frame's deliveries fail, so its resend is taken
 	var batch, retain []*broker.Message
 	var batchSeqs []uint64 // each batch message's number in the sender's stream
-	var copies map[uint32][]copyRec
+	var copies frameCopies
 	var holds []holdRef      // copies of this frame whose delivery waits for a decision
 	var heldSeqs seqRanges   // their numbers, with those held already (again)
 	var replayed []copyID    // replays this frame delivers: forgotten again if its writes fail
@@ -461,15 +461,12 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 							Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq, Reason: fmt.Sprintf("epoch %d here", p.gate.epoch(rp.Partition))})
 					}
 				}
-				if copies == nil {
-					copies = map[uint32][]copyRec{}
-				}
-				cr := copyRec{id: id, at: at, epoch: rp.Epoch, msg: append([]byte(nil), enc...)}
+				cr := copyRec{id: id, at: at, epoch: rp.Epoch, msg: copies.keep(enc, len(records))}
 				if rp.PacketID != 0 {
 					cr.pid, cr.client, cr.sum = rp.PacketID, v.client(), v.qos2Sum()
 				}
 				cr.hold = rp.Decide && !rp.CopyOnly && rp.Origin == ""
-				copies[rp.Partition] = append(copies[rp.Partition], cr)
+				ci := copies.add(rp.Partition, cr, len(records))
 				if p.trace != nil {
 					p.trace.event(TraceEvent{Event: "copy", Client: v.client(), Topic: v.topic(), QoS: v.qos(),
 						Partition: rp.Partition, Epoch: rp.Epoch, Origin: id.origin, Seq: id.seq})
@@ -478,7 +475,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 					// Delivered once its origin says the write was
 					// acknowledged, never if it was refused (nor held
 					// again when the first frame held it already).
-					holds = append(holds, holdRef{part: rp.Partition, i: len(copies[rp.Partition]) - 1, groups: rec.Groups, again: again})
+					holds = append(holds, holdRef{part: rp.Partition, i: ci, groups: rec.Groups, again: again})
 					heldSeqs.add(seq, seq)
 					continue
 				}
@@ -582,7 +579,7 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 		return err
 	}
-	if len(batch) == 0 && len(retain) == 0 && len(copies) == 0 && !s.mayDecide(h.Boot, h.Decided, h.Refused) {
+	if len(batch) == 0 && len(retain) == 0 && len(copies.recs) == 0 && !s.mayDecide(h.Boot, h.Decided, h.Refused) {
 		if m.QoS == 1 && maxSeq > 0 && upTo == prevSeq && !s.covered(boot, min(maxSeq, upTo), res) {
 			return broker.ErrDeferred // its records' first writes have not finished yet
 		}
@@ -621,14 +618,15 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 	}
 	// The copies first: their keys name the frame's holds.
-	for part, recs := range copies {
-		r.copied.Add(uint64(len(recs)))
-		start(func() bool { return p.copies.add(part, recs, done) })
+	groups, pos := copies.byPart()
+	for _, g := range groups {
+		r.copied.Add(uint64(len(g.recs)))
+		start(func() bool { return p.copies.add(g.part, g.recs, done) })
 	}
 	if len(holds) > 0 {
 		hs := make([]heldRec, 0, len(holds))
 		for _, hr := range holds {
-			c := &copies[hr.part][hr.i]
+			c := copies.at(pos, hr.i)
 			if hr.again {
 				s.rekeyHeld(c.id, c.key)
 				continue
@@ -782,6 +780,111 @@ func (s *replaySet) add(id copyID) {
 	}
 	s.n.Store(int32(len(s.ids)))
 	s.mu.Unlock()
+}
+
+// frameCopies are the copies of the frame being received, in frame order
+// (add), then grouped by partition for the copy log (byPart). Appending
+// to a slice per partition, found in a map, grew some 30 slices of
+// records per frame: half of a copy node's CPU under load.
+type frameCopies struct {
+	recs  []copyRec
+	parts []uint32 // recs[i]'s partition
+	arena []byte   // the records' messages, copied out of the frame
+	// sorted, once grouped by byPart with more than one partition
+	sorted []copyRec
+}
+
+// estRecords is how many records a frame's bytes left (rest) may hold
+// at most in the usual case: a small message's record takes some 50.
+func estRecords(rest int) int { return min(rest/32+1, 4096) }
+
+// keep copies a record's message, enc, into the frame's arena (rest: the
+// frame's bytes after it, to size the arena).
+func (fc *frameCopies) keep(enc []byte, rest int) []byte {
+	if len(fc.arena)+len(enc) > cap(fc.arena) {
+		fc.arena = make([]byte, 0, max(len(enc)+rest, 4096))
+	}
+	start := len(fc.arena)
+	fc.arena = append(fc.arena, enc...)
+	return fc.arena[start:len(fc.arena):len(fc.arena)]
+}
+
+// add appends a copy of partition part and returns its index.
+func (fc *frameCopies) add(part uint32, cr copyRec, rest int) int {
+	if fc.recs == nil {
+		n := estRecords(rest) + 1
+		fc.recs, fc.parts = make([]copyRec, 0, n), make([]uint32, 0, n)
+	}
+	fc.recs = append(fc.recs, cr)
+	fc.parts = append(fc.parts, part)
+	return len(fc.recs) - 1
+}
+
+// partRecs are one partition's copies of a frame.
+type partRecs struct {
+	part uint32
+	recs []copyRec
+}
+
+// byPart groups the copies by partition, each group in frame order; pos
+// maps an index of add to the record's place in the groups (nil: the
+// same, one partition).
+func (fc *frameCopies) byPart() (groups []partRecs, pos []int) {
+	if len(fc.recs) == 0 {
+		return nil, nil
+	}
+	one := true
+	for _, p := range fc.parts[1:] {
+		if p != fc.parts[0] {
+			one = false
+			break
+		}
+	}
+	if one {
+		return []partRecs{{fc.parts[0], fc.recs}}, nil
+	}
+	// A counting sort, stable, the partitions in the order they first
+	// appear.
+	group := map[uint32]int{}
+	of := make([]int32, len(fc.parts)) // each record's group
+	var counts []int
+	for i, p := range fc.parts {
+		g, ok := group[p]
+		if !ok {
+			g = len(groups)
+			group[p] = g
+			groups = append(groups, partRecs{part: p})
+			counts = append(counts, 0)
+		}
+		of[i] = int32(g)
+		counts[g]++
+	}
+	next := make([]int, len(groups))
+	off := 0
+	for g, n := range counts {
+		next[g] = off
+		off += n
+	}
+	fc.sorted, pos = make([]copyRec, len(fc.recs)), make([]int, len(fc.recs))
+	for i := range fc.recs {
+		j := next[of[i]]
+		next[of[i]]++
+		fc.sorted[j], pos[i] = fc.recs[i], j
+	}
+	off = 0
+	for g, n := range counts {
+		groups[g].recs = fc.sorted[off : off+n : off+n]
+		off += n
+	}
+	return groups, pos
+}
+
+// at is the copy add numbered i, as byPart grouped it (pos).
+func (fc *frameCopies) at(pos []int, i int) *copyRec {
+	if pos == nil {
+		return &fc.recs[i]
+	}
+	return &fc.sorted[pos[i]]
 }
 
 // holdRef is a copy of the frame being received that is held: its place
