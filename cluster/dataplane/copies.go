@@ -93,62 +93,12 @@ func fnvTail(h uint64, payload []byte) uint64 {
 // the log (first > last when empty); in memory, the records themselves.
 type partCopy struct {
 	first, last uint64
-	mem         recRing // without a store: mem.at(i) has key first+i
+	mem         deque[copyRec] // without a store: mem.at(i) has key first+i
 	// qos2 are the QoS 2 messages written here (at most qos2Max, oldest
 	// out first), with their qos2Sum; with a store also those written
 	// before this node restarted (the qos2 bucket).
 	qos2  map[qos2Key]qos2Seen
 	order []qos2Key
-}
-
-// recRing is a partition's records in memory, oldest first, in chunks
-// of recChunk. A slice cut at its front for the bound was copied whole,
-// some 45,000 records, each time append outgrew its capacity again (a
-// third of a copy's CPU under a quorum load without durability), and a
-// ring that doubles still copies everything while a new cluster's logs
-// fill, the first minute of load; a chunk is never copied, and the
-// chunks the bound drops are used again.
-type recRing struct {
-	chunks [][]copyRec // each recChunk long
-	spare  [][]copyRec // dropped chunks, cleared, for the next pushes
-	head   int         // index of the oldest record in chunks[0]
-	n      int
-}
-
-const recChunk = 256
-
-func (r *recRing) len() int { return r.n }
-
-func (r *recRing) at(i int) *copyRec {
-	i += r.head
-	return &r.chunks[i/recChunk][i%recChunk]
-}
-
-func (r *recRing) push(rec copyRec) {
-	if r.head+r.n == len(r.chunks)*recChunk {
-		if k := len(r.spare); k > 0 {
-			r.chunks = append(r.chunks, r.spare[k-1])
-			r.spare = r.spare[:k-1]
-		} else {
-			r.chunks = append(r.chunks, make([]copyRec, recChunk))
-		}
-	}
-	*r.at(r.n) = rec
-	r.n++
-}
-
-// dropOldest removes the k oldest records.
-func (r *recRing) dropOldest(k int) {
-	for i := range k {
-		*r.at(i) = copyRec{} // their messages go to the collector
-	}
-	r.head += k
-	r.n -= k
-	if d := r.head / recChunk; d > 0 {
-		r.spare = append(r.spare, r.chunks[:d]...)
-		r.chunks = append(r.chunks[:0], r.chunks[d:]...)
-		r.head -= d * recChunk
-	}
 }
 
 func (pc *partCopy) rememberQoS2(r *copyRec) {

@@ -215,10 +215,11 @@ func TestCopiesOfAnEarlierBuildKept(t *testing.T) {
 	})
 }
 
-// TestRecRingKeepsOrder: the in-memory copy log's ring keeps its records
-// in order across growth, wrapping and dropping the oldest.
-func TestRecRingKeepsOrder(t *testing.T) {
-	var r recRing
+// TestDequeKeepsOrder: the deque (the outbox's records, the in-memory
+// copy log) keeps its elements in order across growth and dropping the
+// oldest, and reuses its chunks.
+func TestDequeKeepsOrder(t *testing.T) {
+	var r deque[copyRec]
 	first, next := uint64(1), uint64(1)
 	for round := range 50 {
 		for range 37 + round*7 {
@@ -237,7 +238,7 @@ func TestRecRingKeepsOrder(t *testing.T) {
 			}
 		}
 	}
-	if n := len(r.chunks) + len(r.spare); n*recChunk > 4*r.len()+2*recChunk {
+	if n := len(r.chunks) + len(r.spare); n*dequeChunk > 4*r.len()+2*dequeChunk {
 		t.Fatalf("%d chunks for %d records", n, r.len())
 	}
 }

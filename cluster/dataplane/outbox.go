@@ -94,8 +94,8 @@ type outbox struct {
 	store *store // nil: in memory only
 
 	mu      sync.Mutex // guards every field below and every peerStream
-	base    uint64     // records up to base are gone; entries[i].seq == base+1+i
-	entries []entry
+	base    uint64     // records up to base are gone; entries.at(i).seq == base+1+i
+	entries deque[entry]
 	peers   map[string]*peerStream
 	// durable is the last record on disk (with a store). lease is the
 	// highest number on disk as reserved: links send up to the higher of
@@ -211,9 +211,11 @@ const maxBestEffortBytes = 8 << 20
 func newOutbox(max int, st *store) *outbox {
 	o := &outbox{max: max, store: st, peers: map[string]*peerStream{}, absent: map[string]uint64{}, absentDec: map[string]uint64{}}
 	if st != nil {
-		o.base, o.entries = st.loadOutbox()
+		var es []entry
+		o.base, es = st.loadOutbox()
 		o.absent = st.cursors()
-		for _, e := range o.entries {
+		for _, e := range es {
+			o.entries.push(e)
 			if e.only == refusedOnly {
 				o.refused = append(o.refused, e.seq)
 			}
@@ -224,7 +226,7 @@ func newOutbox(max int, st *store) *outbox {
 			// Numbers up to the lease may have reached peers before the
 			// crash: skipped, as placeholders for no peer.
 			for seq := o.head() + 1; seq <= l; seq++ {
-				o.entries = append(o.entries, entry{seq: seq, only: noPeer})
+				o.entries.push(entry{seq: seq, only: noPeer})
 			}
 		}
 	}
@@ -249,7 +251,7 @@ const (
 	leaseLow  = 1024
 )
 
-func (o *outbox) head() uint64 { return o.base + uint64(len(o.entries)) }
+func (o *outbox) head() uint64 { return o.base + uint64(o.entries.len()) }
 
 // addPeer starts (or resumes, from a stored cursor) the stream of peer.
 // A peer never seen before starts at the head: what was published before
@@ -396,11 +398,11 @@ func (o *outbox) appendLocked(e entry, done func(error)) uint64 {
 			n.numbered(e.seq) // the publish learns its record (plane.go, nameLocal)
 		}
 	}
-	o.entries = append(o.entries, e)
-	if len(o.entries) > o.max {
+	o.entries.push(e)
+	if o.entries.len() > o.max {
 		now := time.Now()
-		for len(o.entries) > o.max {
-			if len(o.entries) <= o.hardMax() && o.owedToMovingLocked(now, o.room == nil) {
+		for o.entries.len() > o.max {
+			if o.entries.len() <= o.hardMax() && o.owedToMovingLocked(now, o.room == nil) {
 				o.holdLocked()
 				break
 			}
@@ -470,8 +472,7 @@ func (o *outbox) sendableLocked() uint64 { return min(o.head(), max(o.durable, o
 func (o *outbox) dropOldestLocked() {
 	o.base++
 	o.durable = max(o.durable, o.base)
-	clear(o.entries[:1])
-	o.entries = o.entries[1:]
+	o.entries.dropOldest(1)
 	for _, ps := range o.peers {
 		if ps.cursor < o.base {
 			ps.cursor = o.base
@@ -506,13 +507,12 @@ func (o *outbox) trimLocked() {
 		return
 	}
 	n := int(low - o.base)
-	clear(o.entries[:n])
-	o.entries = o.entries[n:]
+	o.entries.dropOldest(n)
 	o.base = low
 	if o.store != nil {
 		o.store.trim(o.base)
 	}
-	if o.room != nil && len(o.entries) <= o.max-o.max/8 {
+	if o.room != nil && o.entries.len() <= o.max-o.max/8 {
 		o.releaseLocked(o.room)
 	}
 }
@@ -604,7 +604,7 @@ func (o *outbox) takeReliableLocked(ps *peerStream, upTo uint64, maxBytes int, d
 	var wr wire.Rep
 	upTo = min(upTo, o.sendableLocked())
 	for ps.sent < upTo {
-		e := o.entries[ps.sent-o.base]
+		e := o.entries.at(int(ps.sent - o.base))
 		if len(e.msg) > maxBytes {
 			ps.sent = e.seq // over this peer's Maximum Packet Size: it would refuse the frame forever
 			ps.dropped++
@@ -705,7 +705,7 @@ func (o *outbox) confirm(name string, ps *peerStream, pid uint16, stale bool) bo
 // copy of.
 func (o *outbox) copiesConfirmedLocked(peer string, from, upTo uint64) (acks []*quorumWrite, filled []func()) {
 	for seq := max(from, o.base) + 1; seq <= upTo && seq <= o.head(); seq++ {
-		r := o.entries[seq-o.base-1].rep
+		r := o.entries.at(int(seq - o.base - 1)).rep
 		if r == nil || !r.isCopy(peer) {
 			continue
 		}
@@ -726,7 +726,7 @@ func (o *outbox) copiesConfirmedLocked(peer string, from, upTo uint64) (acks []*
 func (o *outbox) appendIfRoom(es []entry, limit int) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.entries)+len(es) > limit && len(o.entries) > 0 {
+	if o.entries.len()+len(es) > limit && o.entries.len() > 0 {
 		return false
 	}
 	for _, e := range es {
@@ -843,7 +843,7 @@ func (o *outbox) stats(ps *peerStream) queueStats {
 func (o *outbox) decidedLocked() uint64 {
 	o.decided = max(o.decided, o.base)
 	for o.decided < o.head() {
-		if q := o.entries[o.decided-o.base].rep.quorum(); q != nil && q.undecided() {
+		if q := o.entries.at(int(o.decided - o.base)).rep.quorum(); q != nil && q.undecided() {
 			break
 		}
 		o.decided++

@@ -47,8 +47,8 @@ func TestOutboxConfirmResendAndBound(t *testing.T) {
 	if seqs, _ := takeAll(o, a); fmt.Sprint(seqs) != "[1 2]" {
 		t.Fatalf("after a reconnect: %v, want the unconfirmed records again", seqs)
 	}
-	if !o.confirm("a", a, a.frames[0].pid, false) || o.stats(a).Backlog != 0 || len(o.entries) != 0 {
-		t.Fatalf("after the confirmation: %+v, %d kept", o.stats(a), len(o.entries))
+	if !o.confirm("a", a, a.frames[0].pid, false) || o.stats(a).Backlog != 0 || o.entries.len() != 0 {
+		t.Fatalf("after the confirmation: %+v, %d kept", o.stats(a), o.entries.len())
 	}
 	// Beyond max the oldest goes, counted for the peer that missed it
 	// while its link was down (TestOutboxHoldsBackForPeerBehind: up).
@@ -274,7 +274,7 @@ func TestOutboxPassesOverUnwanted(t *testing.T) {
 	if _, n := o.take(a, 1<<20, noHead, onlyY, func(uint64, []byte, []string, *wire.Rep) int { return 0 }, nextPID); n != 0 {
 		t.Fatalf("took %d unwanted records", n)
 	}
-	if st := o.stats(a); st.Backlog != 0 || len(o.entries) != 0 {
+	if st := o.stats(a); st.Backlog != 0 || o.entries.len() != 0 {
 		t.Fatalf("an unwanted record with nothing in flight still waits: %+v", st)
 	}
 }

@@ -52,7 +52,7 @@ func TestRetainedTombstonesPruned(t *testing.T) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		for _, seq := range seqs {
-			d, err := wire.DecodeMessage(o.entries[seq-o.base-1].msg)
+			d, err := wire.DecodeMessage(o.entries.at(int(seq - o.base - 1)).msg)
 			if err != nil || !d.StoreOnly || d.Version == (wire.Version{}) {
 				got = append(got, "bad record")
 				continue

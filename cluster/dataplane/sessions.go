@@ -500,8 +500,8 @@ func (s *Sessions) awaitOwnWrites() {
 	o := s.p.out
 	var pending []*quorumWrite
 	o.mu.Lock()
-	for i := range o.entries {
-		if q := o.entries[i].rep.quorum(); q != nil && q.undecided() {
+	for i := range o.entries.len() {
+		if q := o.entries.at(i).rep.quorum(); q != nil && q.undecided() {
 			pending = append(pending, q)
 		}
 	}
