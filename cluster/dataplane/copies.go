@@ -200,6 +200,30 @@ func (l *copyLog) add(p uint32, recs []copyRec, done func(error)) bool {
 	return true
 }
 
+// addMixed is add without a store, of records of any partitions
+// (parts[i] is recs[i]'s): it sets their keys.
+func (l *copyLog) addMixed(parts []uint32, recs []copyRec) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var pc *partCopy
+	for i := range recs {
+		if i == 0 || parts[i] != parts[i-1] {
+			pc = l.part(parts[i])
+		}
+		pc.last++
+		recs[i].key = pc.last
+		if recs[i].pid != 0 {
+			pc.rememberQoS2(&recs[i])
+		}
+		pc.mem.push(recs[i])
+		if n := pc.count(); n > l.max {
+			drop := n - l.max + l.max/10
+			pc.mem.dropOldest(drop)
+			pc.first += uint64(drop)
+		}
+	}
+}
+
 // addOne is add of one record, and returns its key too: without a store
 // it allocates nothing beyond the log's growth.
 func (l *copyLog) addOne(p uint32, rec copyRec, done func(error)) (uint64, bool) {

@@ -618,10 +618,18 @@ func (p *Plane) receive(m *broker.Message, res broker.Resolver) error {
 		}
 	}
 	// The copies first: their keys name the frame's holds.
-	groups, pos := copies.byPart()
-	for _, g := range groups {
-		r.copied.Add(uint64(len(g.recs)))
-		start(func() bool { return p.copies.add(g.part, g.recs, done) })
+	var pos []int
+	if p.copies != nil && p.copies.store == nil {
+		// In memory: written at once, in frame order, without grouping.
+		r.copied.Add(uint64(len(copies.recs)))
+		p.copies.addMixed(copies.parts, copies.recs)
+	} else {
+		var groups []partRecs
+		groups, pos = copies.byPart()
+		for _, g := range groups {
+			r.copied.Add(uint64(len(g.recs)))
+			start(func() bool { return p.copies.add(g.part, g.recs, done) })
+		}
 	}
 	if len(holds) > 0 {
 		hs := make([]heldRec, 0, len(holds))
