@@ -2,8 +2,9 @@ package engine
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
-	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,10 +27,17 @@ func peersDir() string {
 // opcuaServer is node-opcua@2.182.2 running ../opcua/testdata/server.js.
 type opcuaServer struct {
 	t    *testing.T
-	port string
+	node string
+	port string // "0" until the first start has bound one
 	pki  string
 	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
 }
+
+// opcuaStartTimeout bounds a start of the server. node-opcua spends about
+// 2 s of CPU loading its address space; a start on the 2 loaded cores
+// took over 25 s.
+const opcuaStartTimeout = 2 * time.Minute
 
 func newOPCUAServer(t *testing.T) *opcuaServer {
 	node := needTool(t, "node", "nodejs")
@@ -39,49 +47,92 @@ func newOPCUAServer(t *testing.T) *opcuaServer {
 		}
 		t.Skip("node-opcua missing (npm install --prefix " + peersDir() + " node-opcua@2.182.2)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	l.Close()
-	s := &opcuaServer{t: t, port: port, pki: filepath.Join(t.TempDir(), "pki")}
-	s.start(node)
+	// The server binds a port of the kernel's choice and says which:
+	// a port picked here and closed could be taken before node binds it.
+	s := &opcuaServer{t: t, node: node, port: "0", pki: filepath.Join(t.TempDir(), "pki")}
+	s.start()
 	t.Cleanup(s.stop)
 	return s
 }
 
-func (s *opcuaServer) start(node string) {
+// start runs the server on s.port (again, after stop: the connectors
+// dial that port) and waits until it is ready. A restart that finds the
+// port taken (another socket may bind it while the server is down) tries
+// again until the port is free.
+func (s *opcuaServer) start() {
 	s.t.Helper()
-	if node == "" {
-		node, _ = exec.LookPath("node")
+	deadline := time.Now().Add(opcuaStartTimeout)
+	for !s.run(deadline) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("node-opcua: port %s stayed taken for %v", s.port, opcuaStartTimeout)
+		}
+		time.Sleep(50 * time.Millisecond) // while another socket holds the port
 	}
-	s.cmd = exec.Command(node, "../opcua/testdata/server.js", s.port, s.pki)
+}
+
+// run starts the server once and reports whether it became ready; false
+// means it exited because its port was in use.
+func (s *opcuaServer) run(deadline time.Time) bool {
+	s.t.Helper()
+	s.cmd = exec.Command(s.node, "../opcua/testdata/server.js", s.port, s.pki)
 	s.cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(peersDir(), "node_modules"))
+	var stderr bytes.Buffer
+	s.cmd.Stderr = &stderr
 	out, _ := s.cmd.StdoutPipe()
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	ready := make(chan struct{})
+	ready := make(chan string, 1)
 	go func() {
 		r := bufio.NewScanner(out)
 		for r.Scan() {
-			if strings.HasPrefix(r.Text(), "ready") {
-				close(ready)
+			if rest, ok := strings.CutPrefix(r.Text(), "ready "); ok {
+				ready <- rest
 			}
 		}
 	}()
+	s.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait() // after the scanner has read all: Wait closes the pipe
+		close(done)
+	}(s.cmd, s.done)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
 	select {
-	case <-ready:
-	case <-time.After(30 * time.Second):
-		s.t.Fatal("node-opcua did not start")
+	case url := <-ready:
+		if s.port == "0" {
+			u, err := urlPort(url)
+			if err != nil {
+				s.t.Fatalf("node-opcua: %v", err)
+			}
+			s.port = u
+		}
+		return true
+	case <-s.done:
+		s.cmd = nil
+		if strings.Contains(stderr.String(), "EADDRINUSE") && s.port != "0" {
+			return false
+		}
+		s.t.Fatalf("node-opcua exited before it was ready: %s", stderr.String())
+	case <-t.C:
+		s.t.Fatalf("node-opcua was not ready within %v", opcuaStartTimeout)
 	}
+	return false
+}
+
+// urlPort returns the port of an opc.tcp URL.
+func urlPort(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Port() == "" || u.Port() == "0" {
+		return "", fmt.Errorf("ready line names no port: %q", raw)
+	}
+	return u.Port(), nil
 }
 
 func (s *opcuaServer) stop() {
 	if s.cmd != nil {
 		s.cmd.Process.Kill()
-		s.cmd.Wait()
+		<-s.done
 		s.cmd = nil
 	}
 }
@@ -166,7 +217,7 @@ func TestOPCUAPolled(t *testing.T) {
 	})
 	srv.stop()
 	n.reset("ua/f64")
-	srv.start("")
+	srv.start()
 	n.waitValue("ua/f64", "-12500000000") // the restarted server's value; nothing of the old one
 	for _, v := range n.history("ua/f64") {
 		if v != "-12500000000" {
@@ -198,7 +249,7 @@ func TestOPCUASubscribedSignAndEncrypt(t *testing.T) {
 		return nil
 	})
 	n.reset("ua/text")
-	srv.start("")
+	srv.start()
 	n.waitValue("ua/text", "hello")
 	for _, v := range n.history("ua/text") {
 		if v != "hello" {
