@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,54 +15,134 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 )
 
-// remoteBroker is Debian's mosquitto on 127.0.0.1 and a port of its own.
+// remoteBroker is Debian's mosquitto on 127.0.0.1 and ports of its own.
 type remoteBroker struct {
-	t    *testing.T
-	bin  string
-	conf string
-	port string
-	cmd  *exec.Cmd
+	t      *testing.T
+	bin    string
+	conf   string
+	port   string   // the plain listener, for the test's own clients
+	ports  []string // every listener's, port first
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd has exited
+	output *bytes.Buffer // cmd's log (read once done is closed)
 }
 
+// mosquittoAttempts bounds the tries at free ports: mosquitto cannot bind
+// a port of the kernel's choice (listener 0 is a Unix socket), so its
+// ports are picked here and closed, and another socket on the machine
+// may take one before mosquitto binds it.
+const mosquittoAttempts = 10
+
 func newRemoteBroker(t *testing.T) *remoteBroker {
+	return startMosquitto(t, 1, func(ports []string) string {
+		return "listener " + ports[0] + " 127.0.0.1\nallow_anonymous true\npersistence false\n"
+	})
+}
+
+// startMosquitto runs mosquitto with the configuration conf makes for n
+// free ports (the first one the plain listener of r.port), picking
+// others when one was taken before mosquitto bound it. t.Cleanup stops it.
+func startMosquitto(t *testing.T, n int, conf func(ports []string) string) *remoteBroker {
+	t.Helper()
 	bin := "/usr/sbin/mosquitto"
 	if _, err := os.Stat(bin); err != nil {
 		bin = needTool(t, "mosquitto", "mosquitto")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	l.Close()
-	r := &remoteBroker{t: t, bin: bin, port: port, conf: filepath.Join(t.TempDir(), "mosquitto.conf")}
-	if err := os.WriteFile(r.conf, []byte("listener "+port+" 127.0.0.1\nallow_anonymous true\npersistence false\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.start()
+	r := &remoteBroker{t: t, bin: bin, conf: filepath.Join(t.TempDir(), "mosquitto.conf")}
 	t.Cleanup(r.stop)
-	return r
+	for range mosquittoAttempts {
+		r.ports = freePorts(t, n)
+		r.port = r.ports[0]
+		if err := os.WriteFile(r.conf, []byte(conf(r.ports)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r.run() {
+			return r
+		}
+	}
+	t.Fatalf("mosquitto found one of its ports taken %d times", mosquittoAttempts)
+	return nil
 }
 
+// freePorts returns n ports that were free on 127.0.0.1 a moment ago.
+func freePorts(t *testing.T, n int) []string {
+	var ports []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close() // all held at once: n different ports
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		ports = append(ports, port)
+	}
+	return ports
+}
+
+// start runs mosquitto again on its ports (the bridge dials them), after
+// stop, waiting while another socket holds one of them.
 func (r *remoteBroker) start() {
 	r.t.Helper()
+	eventually(r.t, waitTimeout, func() error {
+		if !r.run() {
+			return fmt.Errorf("a port of %v is taken: %s", r.ports, r.output)
+		}
+		return nil
+	})
+}
+
+// run starts mosquitto and waits until every listener accepts; it
+// reports false when mosquitto exited because a port was in use.
+func (r *remoteBroker) run() bool {
+	r.t.Helper()
+	r.output = new(bytes.Buffer)
 	r.cmd = exec.Command(r.bin, "-c", r.conf)
+	r.cmd.Stdout, r.cmd.Stderr = r.output, r.output
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
-	eventually(r.t, waitTimeout, func() error {
-		c, err := net.Dial("tcp", "127.0.0.1:"+r.port)
-		if err == nil {
-			c.Close()
+	r.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		cmd.Wait()
+		close(done)
+	}(r.cmd, r.done)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		select {
+		case <-r.done:
+			r.cmd = nil
+			if strings.Contains(r.output.String(), "Address already in use") {
+				return false
+			}
+			r.t.Fatalf("mosquitto exited: %s", r.output)
+		default:
 		}
-		return err
-	})
+		if r.accepting() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("mosquitto does not accept on %v within %v", r.ports, waitTimeout)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+}
+
+// accepting reports whether every listener of r accepts connections.
+func (r *remoteBroker) accepting() bool {
+	for _, p := range r.ports {
+		c, err := net.Dial("tcp", "127.0.0.1:"+p)
+		if err != nil {
+			return false
+		}
+		c.Close()
+	}
+	return true
 }
 
 func (r *remoteBroker) stop() {
 	if r.cmd != nil {
 		r.cmd.Process.Kill()
-		r.cmd.Wait()
+		<-r.done
 		r.cmd = nil
 	}
 }

@@ -61,15 +61,8 @@ func newTestPKI(t *testing.T, dir string) testPKI {
 // client certificate signed by pki's CA, and a plain listener (r.port)
 // for the test's own client.
 func newTLSRemoteBroker(t *testing.T, pki testPKI) (r *remoteBroker, tlsPort string) {
-	r = newRemoteBroker(t)
-	r.stop()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, tlsPort, _ = net.SplitHostPort(l.Addr().String())
-	l.Close()
-	conf := fmt.Sprintf(`per_listener_settings true
+	r = startMosquitto(t, 2, func(ports []string) string {
+		return fmt.Sprintf(`per_listener_settings true
 user root
 persistence false
 listener %s 127.0.0.1
@@ -81,12 +74,9 @@ certfile %s
 keyfile %s
 require_certificate true
 tls_version tlsv1.2
-`, r.port, tlsPort, pki.ca, pki.serverCert, pki.serverKey)
-	if err := os.WriteFile(r.conf, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r.start()
-	return r, tlsPort
+`, ports[0], ports[1], pki.ca, pki.serverCert, pki.serverKey)
+	})
+	return r, r.ports[1]
 }
 
 func tlsBridgeSource(port, settings string) string {
