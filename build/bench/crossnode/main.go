@@ -136,20 +136,26 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum
 		{Name: "fanin", Topology: load.FanIn, Clients: 100, Window: 64},
 		{Name: "pairs", Topology: load.Pairs, Clients: 100, Window: 64},
 	}
-	fmt.Printf("| scenario | QoS | one node (deliveries/s) | cross-node (deliveries/s) | cross-node / one node | lost |\n|---|---|---|---|---|---|\n")
+	// Deliveries per CPU second of the brokers (the three nodes summed)
+	// too: on a shared machine the rates swing with other work, what a
+	// message costs much less.
+	fmt.Printf("| scenario | QoS | one node (deliveries/s) | cross-node (deliveries/s) | cross-node / one node | one node (per CPU s) | cross-node (per CPU s, 3 nodes) | per CPU / one node | lost |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, sc := range scenarios {
 		for _, qos := range []byte{0, 1} {
 			if only != "" && only != fmt.Sprintf("%s:%d", sc.Name, qos) {
 				continue
 			}
-			var one, cross []float64
+			var one, cross, oneCPU, crossCPU []float64
 			lost := uint64(0)
 			for range rounds {
 				for _, cross3 := range []bool{false, true} {
 					cfg := load.Config{QoS: qos, PayloadSize: 16, Warmup: warmup, Duration: duration, Addr: single.mqtt()}
+					procs := []*node{single}
 					if cross3 {
 						cfg.Addr, cfg.SubAddr = cluster[0].mqtt(), cluster[1].mqtt()
+						procs = cluster
 					}
+					cfg.Probe = func() (load.Usage, error) { return cpuOf(procs) }
 					ctx, cancel := context.WithTimeout(context.Background(), duration+warmup+30*time.Second)
 					res, err := load.Run(ctx, sc, cfg)
 					cancel()
@@ -157,15 +163,19 @@ func run(bin string, rounds int, duration, warmup time.Duration, durable, quorum
 						return fmt.Errorf("%s qos %d cross=%v: %w", sc.Name, qos, cross3, err)
 					}
 					lost += res.Lost
+					perCPU := 0.0
+					if res.BrokerCPU > 0 {
+						perCPU = res.OutRate * res.Elapsed.Seconds() / res.BrokerCPU.Seconds()
+					}
 					if cross3 {
-						cross = append(cross, res.OutRate)
+						cross, crossCPU = append(cross, res.OutRate), append(crossCPU, perCPU)
 					} else {
-						one = append(one, res.OutRate)
+						one, oneCPU = append(one, res.OutRate), append(oneCPU, perCPU)
 					}
 				}
 			}
-			o, c := median(one), median(cross)
-			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f | %d |\n", sc.Name, qos, o, c, c/o, lost)
+			o, c, oc, cc := median(one), median(cross), median(oneCPU), median(crossCPU)
+			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f | %d |\n", sc.Name, qos, o, c, c/o, oc, cc, cc/oc, lost)
 		}
 	}
 	return nil
