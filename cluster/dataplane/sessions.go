@@ -518,9 +518,17 @@ func (s *Sessions) awaitOwnWrites() {
 	time.Sleep(2 * flushPoll)
 }
 
-// serveFlush answers once peer has confirmed every reliable record this
-// node appended so far (delivered them: its confirmation waits for that),
-// or after flushWait.
+// serveFlush answers once peer has delivered every reliable record this
+// node appended so far, or after flushWait. A peer that is a copy of a
+// record's partition gets it before its majority and holds it,
+// undelivered, until a later header's decision (two-phase delivery): its
+// confirmation of the record's frame says it stored the copy, not that
+// it delivered it. So the answer waits for both: the records confirmed,
+// and the decisions of those the peer holds. Without the second, a
+// message a peer held at the old holder was delivered there only after
+// the holder lent the session, to nobody; and the claiming node, which
+// had it from this node as a copy only (before its new subscriptions
+// were known here), never delivered it: lost.
 func (s *Sessions) serveFlush(peer string) sessionReply {
 	s.p.mu.RLock()
 	l := s.p.links[peer]
@@ -536,9 +544,14 @@ func (s *Sessions) serveFlush(peer string) sessionReply {
 	deadline := time.Now().Add(flushWait)
 	for {
 		o.mu.Lock()
-		done := l.ps.cursor >= target || o.peers[peer] != l.ps
+		ps := l.ps
+		gone := o.peers[peer] != ps
+		delivered := ps.cursor >= target && ps.decAcked >= min(ps.held, target)
+		if !gone && !delivered && ps.cursor >= target {
+			signal(ps) // a header with the decisions, once they are made
+		}
 		o.mu.Unlock()
-		if done {
+		if gone || delivered {
 			return sessionReply{Held: true}
 		}
 		if time.Now().After(deadline) {
