@@ -46,7 +46,9 @@ func (s *Server) SetSessionClaimer(c SessionClaimer) { s.claimer = c }
 // SessionState is a session as it moves between nodes: its subscriptions,
 // the QoS 1/2 messages in flight (in send order, with their packet
 // identifiers) and queued (in order), and the inbound QoS 2 identifiers
-// awaiting PUBREL.
+// awaiting PUBREL; and the records of the messages its client
+// acknowledged lately (delivered.go), which the taker drops its own
+// copies of.
 type SessionState struct {
 	ClientID      string
 	Expiry        uint32
@@ -54,6 +56,7 @@ type SessionState struct {
 	Inflight      []EntryRecord // State EntrySent or EntryReleased, PID set
 	Queued        []EntryRecord
 	InboundQoS2   []uint16
+	Delivered     []PeerRecord
 }
 
 // SessionSummary is a persistent session as the cluster's directory
@@ -311,6 +314,7 @@ func (sess *session) exportLocked() *SessionState {
 		st.InboundQoS2 = append(st.InboundQoS2, pid)
 	}
 	slices.Sort(st.InboundQoS2)
+	st.Delivered = sess.recent.list(time.Now())
 	return st
 }
 
@@ -321,7 +325,8 @@ func (sess *session) exportLocked() *SessionState {
 // DUP and their identifiers when the client attaches), st's queued
 // messages, and after them what the session had queued here, less the
 // messages st carries too (the same Message.Record: published while the
-// session moved, each node queued it). With
+// session moved, each node queued it), and those its client acknowledged
+// on the other node (SessionState.Delivered). With
 // durability it is stored like any session, and ImportSession returns once
 // the store has it (or failed to write it: the error). An in-process
 // client's identifier is refused.
@@ -399,12 +404,13 @@ func (s *Server) importSession(st *SessionState, after *Message, done func(error
 // attached already (its resends went out when it attached), is queued
 // instead: sent again as a new delivery. A delivery queued here behind
 // them that names the record of a message st carries is dropped: the
-// imported copy is the one in place. With durability every entry
+// imported copy is the one in place; so is one st's client acknowledged
+// on the other node already (st.Delivered). With durability every entry
 // behind the imported ones is stored again, in the new order (those
 // ahead of them were stored before them already). The caller holds
 // sess.mu. It returns the last message it queued (after when none).
 func (sess *session) importEntriesLocked(st *SessionState, after *Message) *Message {
-	if len(st.Inflight) == 0 && len(st.Queued) == 0 && len(st.InboundQoS2) == 0 {
+	if len(st.Inflight) == 0 && len(st.Queued) == 0 && len(st.InboundQoS2) == 0 && len(st.Delivered) == 0 {
 		return after
 	}
 	last := after
@@ -567,9 +573,16 @@ func (sess *session) rememberLocked(carried map[PeerRecord]bool) {
 }
 
 // carriedRecords is the set of the peer records (PeerRecord) named by
-// st's messages; nil when none names one.
+// st's messages and by its client's acknowledged ones (Delivered); nil
+// when none names one.
 func carriedRecords(st *SessionState) map[PeerRecord]bool {
 	var out map[PeerRecord]bool
+	if len(st.Delivered) > 0 {
+		out = make(map[PeerRecord]bool, len(st.Inflight)+len(st.Queued)+len(st.Delivered))
+		for _, r := range st.Delivered {
+			out[r] = true
+		}
+	}
 	for _, es := range [][]EntryRecord{st.Inflight, st.Queued} {
 		for _, e := range es {
 			if e.Msg == nil || e.Msg.Record == (PeerRecord{}) {

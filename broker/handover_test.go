@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -185,6 +186,67 @@ func TestImportDropsQueuedCopies(t *testing.T) {
 		if p := recv(t, c.msgs, want); string(p.Payload) != want {
 			t.Fatalf("got %q, want %q", p.Payload, want)
 		}
+	}
+	noRecv(t, c.msgs, "a message twice")
+	if n := b.Stats().HandoverDuplicates.Load(); n != 2 {
+		t.Fatalf("HandoverDuplicates = %d, want 2", n)
+	}
+}
+
+// A handover names the peer messages its client acknowledged on the old
+// server lately (SessionState.Delivered): the new server, which had
+// installed the subscriptions and got its own copies of some of them
+// (one before the import, one after: a peer's stream to it lagged),
+// drops them rather than sending them again without DUP.
+func TestHandoverNamesAcknowledged(t *testing.T) {
+	t.Parallel()
+	a := startServer(t, broker.Options{})
+	b := startServer(t, broker.Options{})
+	rec := func(seq uint64) broker.PeerRecord { return broker.PeerRecord{Node: "c", Boot: 3, Seq: seq} }
+	msg := func(p string, r broker.PeerRecord) *broker.Message {
+		return &broker.Message{Topic: "t/1", Payload: []byte(p), QoS: 1, Origin: broker.OriginPeer, Record: r}
+	}
+	cp := packet.Connect{Version: packet.V5, ClientID: "x"}
+	cp.Props.SessionExpiry = 3600
+	cp.Props.Set(packet.PropSessionExpiry)
+	onA, _ := connectRaw(t, a.addr, cp)
+	onA.subscribe(1, 0, sub("t/#", 1))
+	for i, p := range []string{"acked-1", "acked-2"} {
+		a.PublishMessage(msg(p, rec(uint64(i+1))))
+		pub := onA.expectPublish()
+		if string(pub.Payload) != p {
+			t.Fatalf("on a: %q, want %q", pub.Payload, p)
+		}
+		onA.sendPackets(ack(packet.PUBACK, pub.PacketID))
+	}
+	onA.sendPackets(&packet.Disconnect{})
+	eventually(t, waitTimeout, func() error {
+		if ss := a.PersistentSessions(); len(ss) != 1 || ss[0].Connected {
+			return fmt.Errorf("a's sessions: %+v", ss)
+		}
+		return nil
+	})
+	ls, ok := a.LendSession("x")
+	if !ok {
+		t.Fatal("no session to lend on a")
+	}
+	st := ls.State()
+	if want := []broker.PeerRecord{rec(1), rec(2)}; !slices.Equal(st.Delivered, want) {
+		t.Fatalf("Delivered = %v, want %v", st.Delivered, want)
+	}
+	if err := b.ImportSession(&broker.SessionState{ClientID: "x", Expiry: 3600, Subscriptions: st.Subscriptions}); err != nil {
+		t.Fatal(err)
+	}
+	b.PublishMessage(msg("acked-1", rec(1))) // b's copy, before the export
+	if err := b.ImportSession(st); err != nil {
+		t.Fatal(err)
+	}
+	b.PublishMessage(msg("acked-2", rec(2))) // b's copy, after it
+	b.PublishMessage(msg("new-3", rec(3)))
+	expiry := uint32(3600)
+	c := connectV5(t, b.addr, &paho.Connect{ClientID: "x", KeepAlive: 30, Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}})
+	if p := recv(t, c.msgs, "new-3"); string(p.Payload) != "new-3" {
+		t.Fatalf("on b: %q, want new-3 (the others were acknowledged on a)", p.Payload)
 	}
 	noRecv(t, c.msgs, "a message twice")
 	if n := b.Stats().HandoverDuplicates.Load(); n != 2 {

@@ -78,6 +78,9 @@ type session struct {
 	// imported is the records of the messages a session handed over from
 	// another node brought (see importEntriesLocked), nil when none.
 	imported *importedRecords
+	// recent is the records of the peer messages its client acknowledged
+	// lately (delivered.go), nil when none.
+	recent *recentDeliveries
 	// peerGaps are, per peer node, the lowest record of its stream taken
 	// back from the queue and not queued again yet (peerorder.go);
 	// gapped, read without the lock, says whether there are any.
@@ -286,6 +289,7 @@ func (s *session) completeAck(pid uint16, ack packet.Type) (sendMore bool, err e
 	if ok {
 		delete(s.inflight, pid)
 		s.forgetEntryLocked(f.entry)
+		s.deliveredLocked(f.msg)
 		f.msg.release()
 	}
 	sendMore = ok && s.queue.len() > 0
@@ -357,6 +361,7 @@ func (s *session) clearState() {
 	s.queue = deque{}
 	clear(s.inflight)
 	clear(s.qos2In)
+	s.recent = nil
 }
 
 // outgoing is a delivery chosen for sending.

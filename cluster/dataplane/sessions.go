@@ -193,6 +193,10 @@ type wireState struct {
 	Inflight    []wireEntry                 `json:"inflight,omitempty"`
 	Queued      []wireEntry                 `json:"queued,omitempty"`
 	InboundQoS2 []uint16                    `json:"inboundQoS2,omitempty"`
+	// Delivered names the messages the client acknowledged lately on the
+	// sending node (broker.SessionState.Delivered): the taker drops its
+	// own copies of them. In the first part only.
+	Delivered []wireRecord `json:"delivered,omitempty"`
 }
 
 type wireEntry struct {
@@ -237,7 +241,19 @@ func encodeState(st *broker.SessionState) *wireState {
 		return out
 	}
 	w.Inflight, w.Queued = enc(st.Inflight), enc(st.Queued)
+	w.Delivered = toWireRecords(st.Delivered)
 	return w
+}
+
+func toWireRecords(rs []broker.PeerRecord) []wireRecord {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]wireRecord, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, wireRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq})
+	}
+	return out
 }
 
 func decodeState(w *wireState) (*broker.SessionState, error) {
@@ -268,6 +284,9 @@ func decodeState(w *wireState) (*broker.SessionState, error) {
 	}
 	if st.Queued, err = dec(w.Queued); err != nil {
 		return nil, err
+	}
+	for _, r := range w.Delivered {
+		st.Delivered = append(st.Delivered, broker.PeerRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq})
 	}
 	return st, nil
 }

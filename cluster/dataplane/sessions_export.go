@@ -187,12 +187,14 @@ func (s *Sessions) dropLend(client string) {
 
 // part is l's session from entry off (its in-flight entries, then the
 // queued ones), bounded by PartBytes and PartEntries; the first part
-// carries the subscriptions, the expiry and the inbound QoS 2 identifiers.
+// carries the subscriptions, the expiry, the inbound QoS 2 identifiers
+// and the records of what the client acknowledged lately.
 func (s *Sessions) part(l *lend, off int) sessionReply {
 	st := l.ls.State()
 	w := &wireState{Client: st.ClientID}
 	if off == 0 {
 		w.Expiry, w.Subs, w.InboundQoS2 = st.Expiry, st.Subscriptions, st.InboundQoS2
+		w.Delivered = toWireRecords(st.Delivered)
 	}
 	total := len(st.Inflight) + len(st.Queued)
 	off = max(off, 0)

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 
 // A session's state survives its encoding between nodes: subscriptions,
 // in-flight entries with their state and identifiers, queued entries in
-// order with their messages' records, inbound QoS 2 identifiers; a
-// queued QoS 0 entry is refused.
+// order with their messages' records, inbound QoS 2 identifiers, the
+// records of what the client acknowledged; a queued QoS 0 entry is
+// refused.
 func TestSessionStateRoundTrip(t *testing.T) {
 	msg := func(p string) *broker.Message {
 		return &broker.Message{Topic: "t/" + p, Payload: []byte(p), QoS: 2, ClientID: "pub", ContentType: "text/plain"}
@@ -27,7 +29,7 @@ func TestSessionStateRoundTrip(t *testing.T) {
 		Subscriptions: []broker.SubscriptionRecord{{Filter: "t/#", Options: packet.SubOptions{QoS: 2, NoLocal: true}, SubID: 7}},
 		Inflight:      []broker.EntryRecord{{Msg: msg("a"), QoS: 2, State: broker.EntryReleased, PID: 9, SubIDs: []uint32{7}}},
 		Queued:        []broker.EntryRecord{{Msg: msg("b"), QoS: 1, Retain: true}, {Msg: named("c"), QoS: 2}},
-		InboundQoS2:   []uint16{3, 4}}
+		InboundQoS2:   []uint16{3, 4}, Delivered: []broker.PeerRecord{rec, {Node: "node-3", Boot: 2, Seq: 5}}}
 	data, err := json.Marshal(encodeState(st)) // as it travels
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +43,7 @@ func TestSessionStateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.ClientID != "x" || got.Expiry != 60 || len(got.Subscriptions) != 1 || got.Subscriptions[0] != st.Subscriptions[0] ||
-		len(got.InboundQoS2) != 2 {
+		len(got.InboundQoS2) != 2 || !slices.Equal(got.Delivered, st.Delivered) {
 		t.Fatalf("got %+v", got)
 	}
 	if f := got.Inflight; len(f) != 1 || f[0].PID != 9 || f[0].State != broker.EntryReleased || string(f[0].Msg.Payload) != "a" ||
