@@ -145,8 +145,20 @@ func (n *Node) open() error {
 	if o.DeadlineTransport {
 		timeout = o.RPCTimeout
 	}
+	// No pipelined replication (MaxRPCsInFlight under 2): hashicorp/raft
+	// v1.8.0's pipeline can wedge for good when a follower answers an
+	// AppendEntries with failure (a stale term after it restarted, a log
+	// mismatch). pipelineDecode returns and leaves the pipeline's
+	// unbuffered done channel without a reader; when the send loop then
+	// picks a trigger over the finished decoder, its next send parks on
+	// the in-progress channel while the transport's decoder parks on the
+	// done channel, and Close, which would free both, is deferred in the
+	// parked loop. The leader never replicates to that follower again
+	// (heartbeats go on, so nothing times out), and raft.Shutdown waits
+	// for the loop forever: TestLeaderResignsWhenAddFails hung so, in
+	// its cleanup's Shutdown.
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Logger: hlog, Stream: n.stream, MaxPool: 3, Timeout: timeout,
+		Logger: hlog, Stream: n.stream, MaxPool: 3, Timeout: timeout, MaxRPCsInFlight: 1,
 	})
 	if n.raft, err = raft.NewRaft(n.raftConfig(hlog), n.fsm, st, st, snaps, n.trans); err != nil {
 		return fmt.Errorf("cluster: starting Raft: %w", err)
