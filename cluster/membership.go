@@ -268,11 +268,12 @@ func (n *Node) absentAndSilent(ctx context.Context, al absentLister, addr string
 // resignIfStuck hands leadership over when this leader has tried for
 // MemberAddResign to add a peer that answers but never joins: the next
 // leader may succeed where this one cannot (a one-way network fault).
-// The clock is kept until a transfer succeeds: a transfer refused
-// because this node lost leadership during the round (a missed
-// heartbeat under load) is tried again the next time it leads, since
-// this node then no longer adds the peer, which is already in the
-// configuration, and so would never start the clock again.
+// A leader that finds such a peer already in the configuration, added
+// by an earlier leader, tries too: its clock starts then (addMember,
+// which starts it otherwise, has nothing to add). The clock is kept
+// until a transfer succeeds: one refused because this node lost
+// leadership during the round (a missed heartbeat under load) is tried
+// again the next time it leads.
 func (n *Node) resignIfStuck(s survey) {
 	members, _, err := n.members()
 	if err != nil {
@@ -284,6 +285,12 @@ func (n *Node) resignIfStuck(s survey) {
 		answering[h.NodeName] = h
 	}
 	n.mu.Lock()
+	for name, h := range answering {
+		m, in := members[name]
+		if _, timed := n.adding[name]; in && !timed && m.addr == h.RaftAddr && !(m.voter && h.Member) {
+			n.adding[name] = now // in the configuration, not joined
+		}
+	}
 	stuck := ""
 	for name, since := range n.adding {
 		h, ok := answering[name]
