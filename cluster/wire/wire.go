@@ -352,9 +352,10 @@ type Decoded struct {
 // Peek is the start of a message's encoding, read without decoding the
 // message: its slices alias the encoding.
 type Peek struct {
-	QoS             byte
-	Topic, ClientID []byte
-	Payload         []byte
+	QoS                       byte
+	Topic, ClientID, Username []byte
+	Payload                   []byte
+	flags, origin             byte
 }
 
 // PeekMessage reads what a copy that is only stored needs of a message
@@ -362,37 +363,34 @@ type Peek struct {
 // nothing; DecodeMessage reads it whole when it is delivered.
 func PeekMessage(b []byte) (Peek, error) {
 	r := reader{b: b}
+	return peek(&r)
+}
+
+// peek reads a message's start, up to its payload, from r.
+func peek(r *reader) (Peek, error) {
 	flags := r.byte()
 	if r.err == nil && (flags&^knownFlags != 0 || flags&flagQoS == 3) {
 		return Peek{}, fmt.Errorf("%w: message flags %#x", ErrCorrupt, flags)
 	}
-	pk := Peek{QoS: flags & flagQoS, Topic: r.bytes(), ClientID: r.bytes()}
-	r.bytes() // the user name
-	if origin := r.byte(); r.err == nil && origin > maxOrigin {
-		return Peek{}, fmt.Errorf("%w: origin %d", ErrCorrupt, origin)
+	pk := Peek{QoS: flags & flagQoS, flags: flags, Topic: r.bytes(), ClientID: r.bytes(), Username: r.bytes(), origin: r.byte()}
+	if r.err == nil && pk.origin > maxOrigin {
+		return Peek{}, fmt.Errorf("%w: origin %d", ErrCorrupt, pk.origin)
 	}
 	pk.Payload = r.bytes()
-	if r.err != nil {
-		return Peek{}, r.err
-	}
-	return pk, nil
+	return pk, r.err
 }
 
 // DecodeMessage reads one message. Its fields are owned copies, and its
 // Origin is broker.OriginPeer.
 func DecodeMessage(b []byte) (Decoded, error) {
 	r := reader{b: b}
-	flags := r.byte()
-	if r.err == nil && (flags&^knownFlags != 0 || flags&flagQoS == 3) {
-		return Decoded{}, fmt.Errorf("%w: message flags %#x", ErrCorrupt, flags)
+	pk, err := peek(&r)
+	if err != nil {
+		return Decoded{}, err
 	}
-	m := &broker.Message{QoS: flags & flagQoS, Retain: flags&flagRetain != 0, Origin: broker.OriginPeer}
-	m.Topic, m.ClientID, m.Username = r.string(), r.string(), r.string()
-	origin := r.byte()
-	if r.err == nil && origin > maxOrigin {
-		return Decoded{}, fmt.Errorf("%w: origin %d", ErrCorrupt, origin)
-	}
-	m.Payload = cloneBytes(r.bytes())
+	flags, origin := pk.flags, pk.origin
+	m := &broker.Message{QoS: pk.QoS, Retain: flags&flagRetain != 0, Origin: broker.OriginPeer,
+		Topic: string(pk.Topic), ClientID: string(pk.ClientID), Username: string(pk.Username), Payload: cloneBytes(pk.Payload)}
 	if flags&flagProps != 0 {
 		m.PayloadFormat = r.byte()
 		m.ContentType, m.ResponseTopic = r.string(), r.string()

@@ -225,7 +225,7 @@ func TestPeekMessage(t *testing.T) {
 		ContentType: "text/plain", UserProperties: []packet.UserProperty{{Key: "k", Value: "v"}}}
 	enc := AppendMessage(nil, m)
 	pk, err := PeekMessage(enc)
-	if err != nil || pk.QoS != 2 || string(pk.Topic) != "a/b" || string(pk.ClientID) != "pub" || string(pk.Payload) != "payload" {
+	if err != nil || pk.QoS != 2 || string(pk.Topic) != "a/b" || string(pk.ClientID) != "pub" || string(pk.Username) != "u" || string(pk.Payload) != "payload" {
 		t.Fatalf("peek %+v %v", pk, err)
 	}
 	for _, bad := range [][]byte{enc[:5], {0x03}, {0x80}} {
