@@ -58,33 +58,16 @@ const qos2Max = 4096
 
 // qos2Sum is what tells a resent QoS 2 message from a new one that reuses
 // its packet identifier: FNV-1a of topic and payload.
-func qos2Sum(topic string, payload []byte) uint64 {
-	h := uint64(fnvOffset)
-	for i := 0; i < len(topic); i++ {
-		h = (h ^ uint64(topic[i])) * fnvPrime
+func qos2Sum[T string | []byte](topic T, payload []byte) uint64 {
+	// FNV-1a, 64 bits: hash/fnv's, without its allocation per use.
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := range len(topic) {
+		h = (h ^ uint64(topic[i])) * prime
 	}
-	return fnvTail(h, payload)
-}
-
-// qos2SumBytes is qos2Sum of a topic in bytes.
-func qos2SumBytes(topic, payload []byte) uint64 {
-	h := uint64(fnvOffset)
-	for _, b := range topic {
-		h = (h ^ uint64(b)) * fnvPrime
-	}
-	return fnvTail(h, payload)
-}
-
-// FNV-1a, 64 bits (hash/fnv's, without its allocation per use).
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnvTail(h uint64, payload []byte) uint64 {
-	h *= fnvPrime // the 0 between topic and payload
+	h *= prime // the 0 between topic and payload
 	for _, b := range payload {
-		h = (h ^ uint64(b)) * fnvPrime
+		h = (h ^ uint64(b)) * prime
 	}
 	return h
 }
@@ -210,17 +193,23 @@ func (l *copyLog) addMixed(parts []uint32, recs []copyRec) {
 		if i == 0 || parts[i] != parts[i-1] {
 			pc = l.part(parts[i])
 		}
-		pc.last++
-		recs[i].key = pc.last
-		if recs[i].pid != 0 {
-			pc.rememberQoS2(&recs[i])
-		}
-		pc.mem.push(recs[i])
-		if n := pc.count(); n > l.max {
-			drop := n - l.max + l.max/10
-			pc.mem.dropOldest(drop)
-			pc.first += uint64(drop)
-		}
+		pc.keep(&recs[i], l.max)
+	}
+}
+
+// keep appends rec to the copy in memory (it sets rec's key), and drops
+// the oldest tenth beyond max records. The copy log's mu is held.
+func (pc *partCopy) keep(rec *copyRec, max int) {
+	pc.last++
+	rec.key = pc.last
+	if rec.pid != 0 {
+		pc.rememberQoS2(rec)
+	}
+	pc.mem.push(*rec)
+	if n := pc.count(); n > max {
+		drop := n - max + max/10
+		pc.mem.dropOldest(drop)
+		pc.first += uint64(drop)
 	}
 }
 
@@ -233,18 +222,7 @@ func (l *copyLog) addOne(p uint32, rec copyRec, done func(error)) (uint64, bool)
 		return recs[0].key, stored
 	}
 	l.mu.Lock()
-	pc := l.part(p)
-	pc.last++
-	rec.key = pc.last
-	if rec.pid != 0 {
-		pc.rememberQoS2(&rec)
-	}
-	pc.mem.push(rec)
-	if n := pc.count(); n > l.max {
-		drop := n - l.max + l.max/10
-		pc.mem.dropOldest(drop)
-		pc.first += uint64(drop)
-	}
+	l.part(p).keep(&rec, l.max)
 	l.mu.Unlock()
 	return rec.key, false
 }

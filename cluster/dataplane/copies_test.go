@@ -254,8 +254,8 @@ func TestQoS2SumIsFNV(t *testing.T) {
 		if got, want := qos2Sum(c.topic, []byte(c.payload)), h.Sum64(); got != want {
 			t.Errorf("qos2Sum(%q, %q) = %x, want %x", c.topic, c.payload, got, want)
 		}
-		if got, want := qos2SumBytes([]byte(c.topic), []byte(c.payload)), h.Sum64(); got != want {
-			t.Errorf("qos2SumBytes(%q, %q) = %x, want %x", c.topic, c.payload, got, want)
+		if got, want := qos2Sum([]byte(c.topic), []byte(c.payload)), h.Sum64(); got != want {
+			t.Errorf("qos2Sum of bytes (%q, %q) = %x, want %x", c.topic, c.payload, got, want)
 		}
 	}
 }

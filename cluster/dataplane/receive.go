@@ -731,7 +731,7 @@ func (v *msgView) qos2Sum() uint64 {
 	if v.d.Msg != nil {
 		return qos2Sum(v.d.Msg.Topic, v.d.Msg.Payload)
 	}
-	return qos2SumBytes(v.pk.Topic, v.pk.Payload)
+	return qos2Sum(v.pk.Topic, v.pk.Payload)
 }
 
 // replayedMax bounds the replay set: the replayed records remembered.
