@@ -219,11 +219,20 @@ type wireRecord struct {
 	Seq  uint64 `json:"s"`
 }
 
+func wireRec(r broker.PeerRecord) wireRecord {
+	return wireRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq}
+}
+
+func (r wireRecord) peer() broker.PeerRecord {
+	return broker.PeerRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq}
+}
+
 // toWire is e between nodes; msg is its message's wire encoding.
 func toWire(e broker.EntryRecord, msg []byte) wireEntry {
 	w := wireEntry{Msg: msg, QoS: e.QoS, Retain: e.Retain, SubIDs: e.SubIDs, State: e.State, PID: e.PID}
 	if r := e.Msg.Record; r != (broker.PeerRecord{}) {
-		w.Rec = &wireRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq}
+		wr := wireRec(r)
+		w.Rec = &wr
 	}
 	return w
 }
@@ -251,7 +260,7 @@ func toWireRecords(rs []broker.PeerRecord) []wireRecord {
 	}
 	out := make([]wireRecord, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, wireRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq})
+		out = append(out, wireRec(r))
 	}
 	return out
 }
@@ -272,7 +281,7 @@ func decodeState(w *wireState) (*broker.SessionState, error) {
 				return nil, fmt.Errorf("%w: a queued message at QoS %d", wire.ErrCorrupt, e.QoS)
 			}
 			if r := e.Rec; r != nil {
-				d.Msg.Record = broker.PeerRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq}
+				d.Msg.Record = r.peer()
 			}
 			out = append(out, broker.EntryRecord{Msg: d.Msg, QoS: e.QoS, Retain: e.Retain, SubIDs: e.SubIDs, State: e.State, PID: e.PID})
 		}
@@ -286,7 +295,7 @@ func decodeState(w *wireState) (*broker.SessionState, error) {
 		return nil, err
 	}
 	for _, r := range w.Delivered {
-		st.Delivered = append(st.Delivered, broker.PeerRecord{Node: r.Node, Boot: r.Boot, Seq: r.Seq})
+		st.Delivered = append(st.Delivered, r.peer())
 	}
 	return st, nil
 }
