@@ -223,14 +223,8 @@ func (r *run) awaitMessages(ctx context.Context, s0 sample) error {
 		} else if s.at.Sub(moved) >= r.cfg.Drain {
 			return nil
 		}
-		select {
-		case <-tick.C:
-		case <-r.quota.spentCh():
-			return nil
-		case <-r.failed:
-			return r.err
-		case <-ctx.Done():
-			return ctx.Err()
+		if over, err := r.wait(ctx, tick.C); over {
+			return err
 		}
 	}
 }
@@ -240,15 +234,22 @@ func (r *run) awaitMessages(ctx context.Context, s0 sample) error {
 func (r *run) await(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	_, err := r.wait(ctx, t.C)
+	return err
+}
+
+// wait waits for c, and reports whether the waiting is over instead: the
+// quota spent (err nil), the run failed or ctx ended.
+func (r *run) wait(ctx context.Context, c <-chan time.Time) (over bool, err error) {
 	select {
-	case <-t.C:
-		return nil
+	case <-c:
+		return false, nil
 	case <-r.quota.spentCh():
-		return nil
+		return true, nil
 	case <-r.failed:
-		return r.err
+		return true, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return true, ctx.Err()
 	}
 }
 
